@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/postgres"
+)
+
+// cmdMigrate applies ("up") or shows ("status") the embedded migrations.
+func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "up" && args[0] != "status") {
+		return usagef("usage: authd migrate up|status")
+	}
+	var c config
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	c.flags(fs, false)
+	if err := parse(fs, args[1:], getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if c.DatabaseURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: migrate needs a postgres:// URL")
+	}
+	pool, err := pgxpool.New(ctx, c.DatabaseURL)
+	if err != nil {
+		return usagef("AUTHD_DATABASE_URL: %v", err)
+	}
+	defer pool.Close()
+	if args[0] == "up" {
+		if err := postgres.Migrate(ctx, pool); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	cur, latest, err := postgres.SchemaStatus(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("migrate status: %w", err)
+	}
+	state := "up to date"
+	if cur < latest {
+		state = "behind: run \"authd migrate up\""
+	}
+	fmt.Fprintf(stdout, "schema version %d of %d (%s)\n", cur, latest, state)
+	return nil
+}
+
+// cmdUsers manages users: "users add USERNAME" reads the password from
+// stdin (one line) when stdin is not a terminal.
+func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) < 2 || args[0] != "add" {
+		return usagef("usage: authd users add USERNAME  (password on stdin)")
+	}
+	username := args[1]
+	var c config
+	fs := flag.NewFlagSet("users", flag.ContinueOnError)
+	c.flags(fs, false)
+	if err := parse(fs, args[2:], getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if c.DatabaseURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: users add needs a postgres:// URL (the memory store lives only inside a running server)")
+	}
+	if username == "" || len(username) > 128 || strings.ContainsAny(username, " \t\r\n") {
+		return usagef("USERNAME: 1–128 characters without whitespace")
+	}
+	if f, ok := stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s' \"$PASSWORD\" | authd users add %s", username)
+		}
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if len(password) < 8 {
+		return usagef("password: at least 8 characters")
+	}
+	if len(password) > 72 {
+		return usagef("password: at most 72 bytes (bcrypt's limit)")
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	if err := store.CreateUser(ctx, &storage.User{Username: username, PasswordHash: hash, CreatedAt: time.Now().UTC()}); err != nil {
+		if errors.Is(err, storage.ErrAlreadyExists) {
+			return usagef("user %q already exists", username)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "user %q added\n", username)
+	return nil
+}
+
+// cmdClients manages clients: "clients add" reads RFC 7591 client metadata
+// JSON on stdin and prints the registered client (with client_secret once,
+// for a confidential client).
+func cmdClients(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) < 1 || args[0] != "add" {
+		return usagef("usage: authd clients add  (RFC 7591 client metadata JSON on stdin)")
+	}
+	var c config
+	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
+	c.flags(fs, false)
+	if err := parse(fs, args[1:], getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if c.DatabaseURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: clients add needs a postgres:// URL")
+	}
+	if len(c.Secret) < 32 {
+		return usagef("AUTHD_SECRET: must be set (the same as the server's): client secrets are hashed with a key derived from it")
+	}
+	dec := json.NewDecoder(io.LimitReader(stdin, 64<<10))
+	dec.DisallowUnknownFields()
+	var meta oauth.ClientMetadata
+	if err := dec.Decode(&meta); err != nil {
+		return usagef("client metadata: invalid JSON: %v", err)
+	}
+	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	info, err := oauth.RegisterClient(ctx, store, oauth.NewSecretHasher([]byte(c.Secret)), meta, time.Now())
+	if err != nil {
+		var re *oauth.RegistrationError
+		if errors.As(err, &re) {
+			return usagef("%s: %s", re.Code, re.Description)
+		}
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(info)
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/memory"
+	"github.com/authd/authd/storage/postgres"
+)
+
+// config is every setting of serve/dev and the database commands.
+type config struct {
+	Addr            string
+	Issuer          string
+	DatabaseURL     string
+	RedisURL        string
+	Secret          string
+	AdminToken      string
+	CodeTTL         time.Duration
+	AccessTokenTTL  time.Duration
+	RefreshTokenTTL time.Duration
+	ReplayWindow    time.Duration
+	LogLevel        string
+
+	// demoVerifier is set by dev: the callback page shows a ready token request.
+	demoVerifier string
+}
+
+// flags registers the settings on fs with their defaults.
+func (c *config) flags(fs *flag.FlagSet, server bool) {
+	fs.StringVar(&c.DatabaseURL, "database-url", "memory", "PostgreSQL URL (postgres://…) or \"memory\" (AUTHD_DATABASE_URL)")
+	fs.StringVar(&c.Secret, "secret", "", "system secret, at least 32 bytes (AUTHD_SECRET)")
+	if !server {
+		return
+	}
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (AUTHD_ADDR)")
+	fs.StringVar(&c.Issuer, "issuer", "", "issuer URL (AUTHD_ISSUER); default http://ADDR")
+	fs.StringVar(&c.RedisURL, "redis-url", "memory", "Redis URL (redis://…) for the replay cache, or \"memory\" (AUTHD_REDIS_URL)")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "admin bearer token(s), comma-separated (AUTHD_ADMIN_TOKEN)")
+	fs.DurationVar(&c.CodeTTL, "code-ttl", 60*time.Second, "authorization code lifetime (AUTHD_CODE_TTL)")
+	fs.DurationVar(&c.AccessTokenTTL, "access-token-ttl", time.Hour, "access token lifetime (AUTHD_ACCESS_TOKEN_TTL)")
+	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 720*time.Hour, "refresh token lifetime (AUTHD_REFRESH_TOKEN_TTL)")
+	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
+}
+
+// parse parses args, then fills every flag not given on the command line
+// from its AUTHD_* variable (flag -database-url ← AUTHD_DATABASE_URL): a flag
+// wins over the environment. The environment comes from getenv, so tests
+// inject it. Errors name the setting; -h prints the flags to stdout.
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return errHelp
+		}
+		return usagef("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		env := "AUTHD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = usagef("%s: %v", env, serr)
+			}
+		}
+	})
+	return err
+}
+
+// errHelp reports that -h was handled; the command exits 0.
+var errHelp = errors.New("help requested")
+
+// validate checks the server settings; errors name the setting.
+func (c *config) validate(requireSecret bool) error {
+	if requireSecret && len(c.Secret) < 32 {
+		return usagef("AUTHD_SECRET: must be at least 32 bytes (got %d); generate one with: openssl rand -base64 48", len(c.Secret))
+	}
+	if c.DatabaseURL != "memory" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return usagef("AUTHD_DATABASE_URL: must be a postgres:// URL or \"memory\"")
+	}
+	if c.RedisURL != "" && c.RedisURL != "memory" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		return usagef("AUTHD_REDIS_URL: must be a redis:// or rediss:// URL or \"memory\"")
+	}
+	for name, d := range map[string]time.Duration{"AUTHD_CODE_TTL": c.CodeTTL, "AUTHD_ACCESS_TOKEN_TTL": c.AccessTokenTTL, "AUTHD_REFRESH_TOKEN_TTL": c.RefreshTokenTTL} {
+		if d < time.Second {
+			return usagef("%s: must be at least 1s (got %s)", name, d)
+		}
+	}
+	if c.ReplayWindow < 0 {
+		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
+	}
+	return nil
+}
+
+// openStore opens the configured store. For PostgreSQL it refuses a schema
+// that is behind the binary's migrations.
+func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Store, func(), error) {
+	if dbURL == "memory" {
+		return memory.New(), func() {}, nil
+	}
+	pcfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, nil, usagef("AUTHD_DATABASE_URL: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if checkSchema {
+		cur, latest, err := postgres.SchemaStatus(ctx, pool)
+		if err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("read schema version: %w", err)
+		}
+		if cur < latest {
+			pool.Close()
+			return nil, nil, fmt.Errorf("the database schema is at version %d, this authd needs %d: run \"authd migrate up\" with the same AUTHD_DATABASE_URL", cur, latest)
+		}
+	}
+	return postgres.New(pool), pool.Close, nil
+}
+
+// openCache opens the replay cache.
+func openCache(redisURL string) (exchangecache.Cache, func(), error) {
+	if redisURL == "" || redisURL == "memory" {
+		return exchangecache.NewMemory(), func() {}, nil
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
+	}
+	// Context deadlines bound every call, so a slow Redis cannot stall a
+	// login (the cache fails open).
+	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout = 500 * time.Millisecond
+	opts.MaxRetries = 0
+	client := redis.NewClient(opts)
+	return exchangecache.NewRedis(client, exchangecache.RedisOptions{}), func() { _ = client.Close() }, nil
+}
+
+// oauthConfig maps the CLI settings to the server's.
+func (c *config) oauthConfig() oauth.Config {
+	oc := oauth.Config{
+		Issuer:           c.Issuer,
+		Secret:           []byte(c.Secret),
+		AuthorizeCodeTTL: c.CodeTTL,
+		AccessTokenTTL:   c.AccessTokenTTL,
+		RefreshTokenTTL:  c.RefreshTokenTTL,
+		ReplayWindow:     c.ReplayWindow,
+		DemoVerifier:     c.demoVerifier,
+	}
+	if c.ReplayWindow == 0 {
+		oc.DisableReplay = true
+		oc.ReplayWindow = -1
+	}
+	for _, t := range strings.Split(c.AdminToken, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			oc.AdminTokens = append(oc.AdminTokens, t)
+		}
+	}
+	return oc
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, usagef("AUTHD_LOG_LEVEL: %q is not one of debug, info, warn, error", s)
+	}
+	return l, nil
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
+
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/storage"
+)
+
+// cmdServe runs the server until ctx ends (SIGINT/SIGTERM), then shuts down
+// gracefully: in-flight requests finish, connections close.
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.flags(fs, true)
+	if err := parse(fs, args, getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if err := c.validate(true); err != nil {
+		return err
+	}
+	level, err := parseLevel(c.LogLevel)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return serve(ctx, c, log, nil, stdout)
+}
+
+// serve wires the store, cache and server and runs the HTTP listener.
+// ready, if set, is called with the server once it listens (dev seeding).
+func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Server, storage.Store, string) error, stdout io.Writer) error {
+	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	cache, closeCache, err := openCache(c.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer closeCache()
+
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return usagef("AUTHD_ADDR: %v", err)
+	}
+	if c.Issuer == "" {
+		c.Issuer = "http://" + ln.Addr().String()
+	}
+	oc := c.oauthConfig()
+	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, Logger: log})
+	if err != nil {
+		ln.Close()
+		return usagef("%v", err)
+	}
+	if ready != nil {
+		if err := ready(srv, store, c.Issuer); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("authd listening", "addr", ln.Addr().String(), "issuer", c.Issuer, "database", dbKind(c.DatabaseURL), "replay_cache", cacheKind(c.RedisURL))
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func dbKind(u string) string {
+	if u == "memory" {
+		return "memory"
+	}
+	return "postgres"
+}
+
+func cacheKind(u string) string {
+	if u == "" || u == "memory" {
+		return "memory"
+	}
+	return "redis"
+}
+
+func helpOK(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// Demo credentials of "authd dev".
+const (
+	demoUser     = "demo"
+	demoPassword = "demo-password"
+	demoClientID = "demo-app"
+)
+
+// cmdDev runs authd on its embedded default: in-memory storage and cache, a
+// generated secret, a demo user and a demo public client, and prints a
+// ready authorization URL.
+func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	c.flags(fs, true)
+	if err := parse(fs, args, getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if c.Secret == "" {
+		c.Secret = oauth.NewClientSecret() + oauth.NewClientSecret()
+	}
+	if err := c.validate(true); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	verifier := oauth2.GenerateVerifier()
+	c.demoVerifier = verifier
+	return serve(ctx, c, log, func(srv *oauth.Server, store storage.Store, issuer string) error {
+		hash, err := bcrypt.GenerateFromPassword([]byte(demoPassword), bcrypt.DefaultCost)
+		if err != nil {
+			return err
+		}
+		if err := store.CreateUser(ctx, &storage.User{Username: demoUser, PasswordHash: hash, CreatedAt: time.Now().UTC()}); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+			return fmt.Errorf("seed demo user: %w", err)
+		}
+		redirect := issuer + "/demo/callback"
+		if err := store.CreateClient(ctx, &storage.Client{
+			ID: demoClientID, Name: "authd demo app", RedirectURIs: []string{redirect},
+			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+			Scopes: []string{"openid", "offline_access"}, TokenEndpointAuthMethod: "none",
+			CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC(),
+		}); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+			return fmt.Errorf("seed demo client: %w", err)
+		}
+		q := url.Values{
+			"response_type":         {"code"},
+			"client_id":             {demoClientID},
+			"redirect_uri":          {redirect},
+			"scope":                 {"openid offline_access"},
+			"state":                 {"demo-" + oauth.NewClientID()[:8]},
+			"code_challenge":        {oauth2.S256ChallengeFromVerifier(verifier)},
+			"code_challenge_method": {"S256"},
+		}
+		fmt.Fprintf(stdout, `
+authd dev is running (in-memory storage and replay cache; nothing is kept).
+
+  issuer         %s
+  demo user      %s / %s
+  demo client    %s (public, PKCE S256)
+  code_verifier  %s
+
+Open this authorization URL in a browser and sign in:
+
+  %s/oauth2/authorize?%s
+
+The callback page shows the code and the exact token request to redeem it.
+Press Ctrl-C to stop.
+
+`, issuer, demoUser, demoPassword, demoClientID, verifier, issuer, q.Encode())
+		return nil
+	}, stdout)
+}

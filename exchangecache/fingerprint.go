@@ -1,0 +1,40 @@
+package exchangecache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// fingerprintLabel separates fingerprints from any other SHA-256 use.
+const fingerprintLabel = "authd/exchangecache/fingerprint/v1"
+
+// Fingerprint returns the request fingerprint that decides whether a retried
+// exchange is "the same request": 64 lower-case hex characters of
+//
+//	SHA-256( "authd/exchangecache/fingerprint/v1"
+//	         || u64be(len(clientID))    || clientID
+//	         || u64be(len(redirectURI)) || redirectURI
+//	         || SHA-256(codeVerifier) )
+//
+// Every variable-length field is length-prefixed, so no two different inputs
+// share an encoding (client "a", redirect "bc" differs from "ab", "c"). The
+// verifier enters only through its SHA-256 and the result is itself a hash, so
+// the stored fingerprint does not reveal the verifier that the sealing key is
+// derived from. Pass the values exactly as the client sent them (the same strings the
+// OAuth layer compares). For the refresh grant pass redirectURI "" and the
+// presented refresh token as codeVerifier.
+func Fingerprint(clientID, redirectURI, codeVerifier string) string {
+	v := sha256.Sum256([]byte(codeVerifier))
+	h := sha256.New()
+	var n [8]byte
+	h.Write([]byte(fingerprintLabel))
+	binary.BigEndian.PutUint64(n[:], uint64(len(clientID)))
+	h.Write(n[:])
+	h.Write([]byte(clientID))
+	binary.BigEndian.PutUint64(n[:], uint64(len(redirectURI)))
+	h.Write(n[:])
+	h.Write([]byte(redirectURI))
+	h.Write(v[:])
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,266 @@
+package exchangecache
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for [RedisOptions].
+const (
+	// DefaultRedisPrefix is the default key prefix.
+	DefaultRedisPrefix = "authd:xc:"
+	// DefaultRedisTimeout is the default bound on one Redis round trip.
+	DefaultRedisTimeout = 150 * time.Millisecond
+	// DefaultRedisPollInterval is the default interval between Wait polls.
+	DefaultRedisPollInterval = 5 * time.Millisecond
+)
+
+// Entry layout: one Redis hash per key with the fields
+//
+//	s  state: "i" (in flight) or "c" (completed)
+//	f  fingerprint
+//	o  owner token (only while in flight)
+//	d  sealed response (only when completed)
+//
+// and a PEXPIRE for the in-flight TTL or the replay window.
+
+// claimScript creates the in-flight entry if the key is absent, or returns
+// the existing entry's state, fingerprint and sealed data, in one atomic step.
+//
+// KEYS[1] entry key; ARGV[1] fingerprint, ARGV[2] owner, ARGV[3] TTL in ms.
+// Returns {} when claimed, else {state, fingerprint, data}.
+var claimScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 's', 'f', 'd')
+if v[1] then
+  return {v[1], v[2] or '', v[3] or ''}
+end
+redis.call('HSET', KEYS[1], 's', 'i', 'f', ARGV[1], 'o', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {}
+`)
+
+// completeScript stores the sealed response if ARGV[1] owns the in-flight
+// entry. KEYS[1] entry key; ARGV[1] owner, ARGV[2] sealed, ARGV[3] TTL in ms.
+// Returns 1 if stored, 0 if the claim is not held.
+var completeScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 's', 'o')
+if v[1] ~= 'i' or v[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 's', 'c', 'd', ARGV[2])
+redis.call('HDEL', KEYS[1], 'o')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// releaseScript deletes the entry if ARGV[1] owns it and it is in flight.
+// KEYS[1] entry key; ARGV[1] owner. Returns 1 if deleted, 0 otherwise.
+var releaseScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 's', 'o')
+if v[1] ~= 'i' or v[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// RedisOptions configures [NewRedis]. The zero value uses the defaults.
+type RedisOptions struct {
+	// Prefix is prepended to every Redis key; the full key is
+	// Prefix + "{" + key + "}" so that Redis Cluster hashes on the cache key
+	// alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
+	// ("authd:xc:"). Tests use a unique prefix per test for isolation.
+	Prefix string
+	// Timeout bounds each Redis round trip (a Wait poll counts as one), so a
+	// slow Redis cannot stall a login. Default DefaultRedisTimeout (150 ms).
+	// It is only enforced on socket I/O if the client was created with
+	// ContextTimeoutEnabled: true (see NewRedis).
+	Timeout time.Duration
+	// PollInterval is the time between two checks in Wait. Default
+	// DefaultRedisPollInterval (5 ms).
+	PollInterval time.Duration
+}
+
+// Redis is a [Cache] in Redis, shared by every authd node. Each operation is
+// a single command or Lua script on a single key, so it is atomic and works
+// on a standalone server, Sentinel or Cluster.
+type Redis struct {
+	client redis.UniversalClient
+	opts   RedisOptions
+}
+
+var _ Cache = (*Redis)(nil)
+
+// NewRedis returns a Cache backed by client, which may be a *redis.Client,
+// *redis.ClusterClient or failover client.
+//
+// The client should be created with ContextTimeoutEnabled: true; without it
+// go-redis ignores context deadlines for socket reads and writes, and
+// RedisOptions.Timeout is then only enforced by the client's own
+// ReadTimeout/WriteTimeout (default 3-5 s). NewRedis panics if opts.Prefix
+// contains '{' or '}' (a programming error at wiring time).
+func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultRedisPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		panic("exchangecache: RedisOptions.Prefix must not contain '{' or '}'")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultRedisTimeout
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultRedisPollInterval
+	}
+	return &Redis{client: client, opts: opts}
+}
+
+// redisKey returns the Redis key for a cache key.
+func (r *Redis) redisKey(key string) string {
+	return r.opts.Prefix + "{" + key + "}"
+}
+
+// millis converts d to whole milliseconds, rounding up, at least 1.
+func millis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return max(int64(ms), 1)
+}
+
+// report turns a stored state, fingerprint and sealed value into a Result for
+// a caller presenting fingerprint.
+func report(state, storedFP, data, fingerprint string) (Result, error) {
+	if subtle.ConstantTimeCompare([]byte(storedFP), []byte(fingerprint)) != 1 {
+		return Result{Outcome: Mismatch}, nil
+	}
+	switch state {
+	case "i":
+		return Result{Outcome: InFlight}, nil
+	case "c":
+		return Result{Outcome: Completed, Sealed: []byte(data)}, nil
+	default:
+		return Result{}, fmt.Errorf("exchangecache: corrupt entry: unknown state %q", state)
+	}
+}
+
+// Claim implements [Cache.Claim] with one Lua script (claim-or-return-existing).
+func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL time.Duration) (Result, error) {
+	if err := checkKeyFP("claim", key, fingerprint); err != nil {
+		return Result{}, err
+	}
+	if err := checkTTL("claim", inflightTTL); err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	owner := rand.Text()
+	vals, err := claimScript.Run(ctx, r.client, []string{r.redisKey(key)}, fingerprint, owner, millis(inflightTTL)).StringSlice()
+	if err != nil {
+		return Result{}, fmt.Errorf("exchangecache: claim: %w", err)
+	}
+	switch len(vals) {
+	case 0:
+		return Result{Outcome: Claimed, Owner: owner}, nil
+	case 3:
+		return report(vals[0], vals[1], vals[2], fingerprint)
+	default:
+		return Result{}, fmt.Errorf("exchangecache: claim: unexpected reply of %d values", len(vals))
+	}
+}
+
+// Lookup implements [Cache.Lookup] with one HMGET.
+func (r *Redis) Lookup(ctx context.Context, key, fingerprint string) (Result, error) {
+	if err := checkKeyFP("lookup", key, fingerprint); err != nil {
+		return Result{}, err
+	}
+	return r.lookup(ctx, key, fingerprint)
+}
+
+// lookup is Lookup without argument checks.
+func (r *Redis) lookup(ctx context.Context, key, fingerprint string) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	vals, err := r.client.HMGet(ctx, r.redisKey(key), "s", "f", "d").Result()
+	if err != nil {
+		return Result{}, fmt.Errorf("exchangecache: lookup: %w", err)
+	}
+	if len(vals) != 3 {
+		return Result{}, fmt.Errorf("exchangecache: lookup: unexpected reply of %d values", len(vals))
+	}
+	state, ok := vals[0].(string)
+	if !ok { // nil: no such key (HMGET answers nil fields, not redis.Nil)
+		return Result{Outcome: Absent}, nil
+	}
+	fp, _ := vals[1].(string)
+	data, _ := vals[2].(string)
+	return report(state, fp, data, fingerprint)
+}
+
+// Complete implements [Cache.Complete] with one Lua compare-and-set script.
+func (r *Redis) Complete(ctx context.Context, key, owner string, sealed []byte, ttl time.Duration) error {
+	if key == "" || owner == "" {
+		return invalid("complete", "empty key or owner")
+	}
+	if err := checkTTL("complete", ttl); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	n, err := completeScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner, sealed, millis(ttl)).Int()
+	if err != nil {
+		return fmt.Errorf("exchangecache: complete: %w", err)
+	}
+	if n != 1 {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// Release implements [Cache.Release] with one Lua compare-and-delete script.
+func (r *Redis) Release(ctx context.Context, key, owner string) error {
+	if key == "" || owner == "" {
+		return invalid("release", "empty key or owner")
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	n, err := releaseScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner).Int()
+	if err != nil {
+		return fmt.Errorf("exchangecache: release: %w", err)
+	}
+	if n != 1 {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// Wait implements [Cache.Wait] by polling with HMGET every
+// RedisOptions.PollInterval; each poll is bounded by RedisOptions.Timeout.
+func (r *Redis) Wait(ctx context.Context, key, fingerprint string, timeout time.Duration) (Result, error) {
+	if err := checkKeyFP("wait", key, fingerprint); err != nil {
+		return Result{}, err
+	}
+	if err := checkTTL("wait", timeout); err != nil {
+		return Result{}, err
+	}
+	return waitPoll(ctx, timeout, r.opts.PollInterval, func(ctx context.Context) (Result, error) {
+		return r.lookup(ctx, key, fingerprint)
+	})
+}
+
+// Forget implements [Cache.Forget] with one DEL.
+func (r *Redis) Forget(ctx context.Context, key string) error {
+	if key == "" {
+		return invalid("forget", "empty key")
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	if err := r.client.Del(ctx, r.redisKey(key)).Err(); err != nil {
+		return fmt.Errorf("exchangecache: forget: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package exchangecache_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/exchangecache/exchangecachetest"
+	"github.com/authd/authd/exchangecache/redistest"
+)
+
+// uniquePrefix returns a key prefix no other test uses, and deletes its keys
+// when tb ends.
+func uniquePrefix(tb testing.TB, client redis.UniversalClient) string {
+	tb.Helper()
+	prefix := "authd:xc:test:" + rand.Text() + ":"
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		iter := client.Scan(ctx, 0, prefix+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			_ = client.Del(ctx, iter.Val()).Err()
+		}
+	})
+	return prefix
+}
+
+// newRedis returns a Redis cache on the shared test server with a unique
+// prefix, and the raw client.
+func newRedis(tb testing.TB) (*exchangecache.Redis, *redis.Client, string) {
+	tb.Helper()
+	client := redistest.NewClient(tb, redistest.Addr(tb))
+	prefix := uniquePrefix(tb, client)
+	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Prefix: prefix}), client, prefix
+}
+
+func TestRedis(t *testing.T) {
+	redistest.Addr(t) // skip or fail once, before the subtests
+	exchangecachetest.Run(t, func(t *testing.T) exchangecache.Cache {
+		c, _, _ := newRedis(t)
+		return c
+	})
+}
+
+func TestRedisStoresNoPlaintext(t *testing.T) {
+	ctx := t.Context()
+	c, client, prefix := newRedis(t)
+	const (
+		token    = "ory_at_SECRETACCESSTOKENvalue1234567890"
+		refresh  = "ory_rt_SECRETREFRESHTOKENvalue0987654321"
+		verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+		key      = "code-signature-xyz"
+	)
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	body := []byte(`{"access_token":"` + token + `","refresh_token":"` + refresh + `","token_type":"bearer","expires_in":3600}`)
+	sealed, err := exchangecache.Seal(secret, verifier, key, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := exchangecache.Fingerprint("client-1", "https://app.example/cb", verifier)
+	res, err := c.Claim(ctx, key, fp, time.Minute)
+	if err != nil || res.Outcome != exchangecache.Claimed {
+		t.Fatalf("Claim = %v, %v", res.Outcome, err)
+	}
+	if err := c.Complete(ctx, key, res.Owner, sealed, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	raw, err := client.HGetAll(ctx, prefix+"{"+key+"}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) == 0 {
+		t.Fatal("no raw entry found; key layout changed?")
+	}
+	var dump strings.Builder
+	for k, v := range raw {
+		dump.WriteString(k + "=" + v + "\n")
+	}
+	for _, secret := range []string{token, refresh, verifier, "SECRET", "access_token"} {
+		if strings.Contains(dump.String(), secret) {
+			t.Errorf("raw Redis entry contains %q", secret)
+		}
+	}
+
+	// And the legitimate retry can still open it.
+	res, err = c.Lookup(ctx, key, fp)
+	if err != nil || res.Outcome != exchangecache.Completed {
+		t.Fatalf("Lookup = %v, %v", res.Outcome, err)
+	}
+	got, err := exchangecache.Open(secret, verifier, key, res.Sealed)
+	if err != nil || string(got) != string(body) {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+}
+
+func TestRedisKeyLayoutAndTTL(t *testing.T) {
+	ctx := t.Context()
+	c, client, prefix := newRedis(t)
+	res, err := c.Claim(ctx, "sig", "fp", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rkey := prefix + "{sig}"
+	if pttl := client.PTTL(ctx, rkey).Val(); pttl <= 9*time.Second || pttl > 10*time.Second {
+		t.Fatalf("in-flight PTTL = %v, want about 10s", pttl)
+	}
+	if err := c.Complete(ctx, "sig", res.Owner, []byte("x"), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := client.PTTL(ctx, rkey).Val(); pttl <= 29*time.Second || pttl > 30*time.Second {
+		t.Fatalf("completed PTTL = %v, want about 30s", pttl)
+	}
+	if owner, err := client.HGet(ctx, rkey, "o").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("owner still stored after Complete: %q, %v", owner, err)
+	}
+}
+
+func TestNewRedisRejectsBracesInPrefix(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("NewRedis accepted a prefix with '{'")
+		}
+	}()
+	exchangecache.NewRedis(redis.NewClient(&redis.Options{}), exchangecache.RedisOptions{Prefix: "a{b}:"})
+}
+
+// privateRedis starts a redis-server only this test uses.
+func privateRedis(t *testing.T, timeout time.Duration) (*exchangecache.Redis, *redis.Client, func()) {
+	t.Helper()
+	addr, stop := redistest.Start(t)
+	client := redistest.NewClient(t, addr)
+	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Timeout: timeout}), client, stop
+}
+
+func TestRedisDownReturnsErrors(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, _, stop := privateRedis(t, 150*time.Millisecond)
+	res, err := c.Claim(ctx, "k", "fp", time.Minute)
+	if err != nil || res.Outcome != exchangecache.Claimed {
+		t.Fatalf("Claim before kill = %v, %v", res.Outcome, err)
+	}
+	stop()
+
+	start := time.Now()
+	checks := map[string]error{}
+	_, checks["Claim"] = c.Claim(ctx, "k2", "fp", time.Minute)
+	_, checks["Lookup"] = c.Lookup(ctx, "k", "fp")
+	_, checks["Wait"] = c.Wait(ctx, "k", "fp", time.Second)
+	checks["Complete"] = c.Complete(ctx, "k", res.Owner, []byte("x"), time.Minute)
+	checks["Release"] = c.Release(ctx, "k", res.Owner)
+	checks["Forget"] = c.Forget(ctx, "k")
+	for op, err := range checks {
+		if err == nil {
+			t.Errorf("%s with Redis down: nil error", op)
+			continue
+		}
+		if errors.Is(err, exchangecache.ErrNotOwner) || errors.Is(err, exchangecache.ErrWaitTimeout) {
+			t.Errorf("%s with Redis down = %v; must not look like an outcome", op, err)
+		}
+		if !strings.HasPrefix(err.Error(), "exchangecache: ") {
+			t.Errorf("%s error %q lacks the package prefix", op, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("six calls against a dead Redis took %v", d)
+	}
+}
+
+func TestRedisSlowServerTimesOut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, client, _ := privateRedis(t, 100*time.Millisecond)
+	// A separate connection pauses all clients for 2 s.
+	admin := redis.NewClient(&redis.Options{Addr: client.Options().Addr})
+	defer admin.Close()
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	start := time.Now()
+	_, err := c.Claim(ctx, "k", "fp", time.Minute)
+	d := time.Since(start)
+	if err == nil {
+		t.Fatal("Claim against a paused Redis succeeded")
+	}
+	if d > 600*time.Millisecond {
+		t.Fatalf("Claim against a paused Redis took %v, want about the 100ms timeout", d)
+	}
+}
+
+func TestRedisSurvivesScriptFlush(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c, client, _ := privateRedis(t, time.Second)
+	if _, err := c.Claim(ctx, "a", "fp", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Claim(ctx, "b", "fp", time.Minute)
+	if err != nil || res.Outcome != exchangecache.Claimed {
+		t.Fatalf("Claim after SCRIPT FLUSH = %v, %v", res.Outcome, err)
+	}
+	if err := c.Complete(ctx, "b", res.Owner, []byte("x"), time.Minute); err != nil {
+		t.Fatalf("Complete after SCRIPT FLUSH: %v", err)
+	}
+}
+
+func BenchmarkRedisClaimComplete(b *testing.B) {
+	c, _, _ := newRedis(b)
+	ctx := b.Context()
+	sealed := make([]byte, 450)
+	fp := exchangecache.Fingerprint("client", "https://app.example/cb", "verifier")
+	var i int
+	for b.Loop() {
+		i++
+		key := "bench-" + string(rune('a'+i%26)) + time.Now().Format(time.RFC3339Nano)
+		res, err := c.Claim(ctx, key, fp, time.Second)
+		if err != nil || res.Outcome != exchangecache.Claimed {
+			b.Fatalf("Claim = %v, %v", res.Outcome, err)
+		}
+		if err := c.Complete(ctx, key, res.Owner, sealed, time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

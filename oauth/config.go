@@ -1,0 +1,116 @@
+package oauth
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/storage"
+)
+
+// Config holds the server's settings. Durations are time.Duration values;
+// zero values are replaced by the defaults documented on each field.
+type Config struct {
+	// Issuer is the authorization server's issuer identifier (RFC 8414 §2),
+	// an https URL (or http for loopback/dev) without query or fragment.
+	// It is sent as "iss" on every authorization response (RFC 9207).
+	Issuer string
+	// Secret is the system secret, at least 32 bytes. Token and code HMAC
+	// keys, cookie keys, client secret hashing keys and the replay cache's
+	// sealing keys are all derived from it with HKDF.
+	Secret []byte
+	// AuthorizeCodeTTL is the lifetime of an authorization code (default 60s;
+	// RFC 6749 §4.1.2 recommends at most 10 minutes).
+	AuthorizeCodeTTL time.Duration
+	// AccessTokenTTL is the access token lifetime (default 1h).
+	AccessTokenTTL time.Duration
+	// RefreshTokenTTL is the refresh token lifetime (default 720h).
+	RefreshTokenTTL time.Duration
+	// ReplayWindow is how long a completed token exchange can be replayed
+	// with identical parameters (default 30s). A negative value disables
+	// the replay cache; use DisableReplay for clarity.
+	ReplayWindow time.Duration
+	// DisableReplay turns the replay cache off: duplicates get invalid_grant.
+	DisableReplay bool
+	// ReplayWaitTimeout bounds how long a duplicate waits for an exchange
+	// still in flight (default 5s).
+	ReplayWaitTimeout time.Duration
+	// SessionTTL is the lifetime of the browser sign-in session (default 12h).
+	SessionTTL time.Duration
+	// AllowPlainPKCE enables code_challenge_method=plain (default off,
+	// RFC 9700 §2.1.1 recommends S256).
+	AllowPlainPKCE bool
+	// AdminTokens are bearer tokens accepted by admin-only endpoints
+	// (introspection by an operator, /admin/…). Compared in constant time.
+	AdminTokens []string
+	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
+	// for the demo client showing the code and a ready token request that
+	// uses this code_verifier. Never set it in production.
+	DemoVerifier string
+}
+
+// Deps are the collaborators of a Server; Store is required.
+type Deps struct {
+	// Store persists clients, users, codes and tokens.
+	Store storage.Store
+	// Cache is the exchange replay cache; nil disables replay.
+	Cache exchangecache.Cache
+	// Logger receives request and audit logs; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+const (
+	minSecretLen = 32
+)
+
+func (c *Config) applyDefaults() {
+	if c.AuthorizeCodeTTL == 0 {
+		c.AuthorizeCodeTTL = 60 * time.Second
+	}
+	if c.AccessTokenTTL == 0 {
+		c.AccessTokenTTL = time.Hour
+	}
+	if c.RefreshTokenTTL == 0 {
+		c.RefreshTokenTTL = 720 * time.Hour
+	}
+	if c.ReplayWindow == 0 {
+		c.ReplayWindow = 30 * time.Second
+	}
+	if c.ReplayWindow < 0 {
+		c.DisableReplay = true
+	}
+	if c.ReplayWaitTimeout == 0 {
+		c.ReplayWaitTimeout = 5 * time.Second
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+}
+
+// Validate reports the first invalid setting, naming it.
+func (c *Config) Validate() error {
+	if len(c.Secret) < minSecretLen {
+		return fmt.Errorf("secret: must be at least %d bytes, got %d", minSecretLen, len(c.Secret))
+	}
+	u, err := url.Parse(c.Issuer)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("issuer: %q is not an absolute http(s) URL", c.Issuer)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		// RFC 8414 §2: the issuer has no query or fragment components.
+		return errors.New("issuer: must not contain a query or fragment")
+	}
+	for name, d := range map[string]time.Duration{
+		"code TTL": c.AuthorizeCodeTTL, "access token TTL": c.AccessTokenTTL, "refresh token TTL": c.RefreshTokenTTL,
+	} {
+		if d < time.Second {
+			return fmt.Errorf("%s: must be at least 1s, got %s", name, d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,10 @@
+// Package oauth is authd's OAuth 2.0 authorization server: it composes fosite
+// (authorization code + PKCE, refresh, introspection, revocation) over a
+// storage.Store, puts the exchange replay cache in front of the token
+// endpoint, and serves the HTTP endpoints and the login/consent pages.
+//
+// It is the only package that knows both fosite and the replay cache.
+// Everything it needs is passed to New explicitly (Config, Deps): it holds no
+// package-level state. It must never log a code, token, code_verifier, client
+// secret or password, and never answer a client's input with a 500.
+package oauth

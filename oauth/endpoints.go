@@ -1,0 +1,203 @@
+package oauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/web/templates"
+)
+
+// writeJSON writes v as JSON with the given status and no-store caching.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// isAdmin reports whether r carries one of the configured admin bearer
+// tokens, compared in constant time.
+func (s *Server) isAdmin(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return false
+	}
+	got := []byte(h[len(prefix):])
+	ok := 0
+	for _, t := range s.cfg.AdminTokens {
+		if t != "" {
+			ok |= subtle.ConstantTimeCompare(got, []byte(t))
+		}
+	}
+	return ok == 1
+}
+
+// handleIntrospect implements RFC 7662 token introspection. The caller must
+// be a confidential client (RFC 7662 §2.1: the endpoint requires
+// authorization) or present an admin token.
+func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := parseTokenForm(r); err != nil {
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	if !s.isAdmin(r) {
+		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("The bearer token is not an admin token."))
+			return
+		}
+		client, err := s.provider.AuthenticateClient(ctx, r, r.PostForm)
+		if err != nil {
+			s.writeOAuthError(w, r, err)
+			return
+		}
+		if client.IsPublic() {
+			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Public clients may not introspect tokens (RFC 7662 §2.1)."))
+			return
+		}
+	}
+	token := r.PostForm.Get("token")
+	if token == "" {
+		s.writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7662 §2.1)."))
+		return
+	}
+	hint := fosite.TokenUse(r.PostForm.Get("token_type_hint"))
+	use, ar, err := s.provider.IntrospectToken(ctx, token, hint, newSession(""))
+	if err != nil {
+		// RFC 7662 §2.2: an invalid, expired or revoked token is inactive,
+		// without further detail.
+		writeJSON(w, http.StatusOK, map[string]any{"active": false})
+		return
+	}
+	resp := map[string]any{
+		"active":     true,
+		"scope":      strings.Join(ar.GetGrantedScopes(), " "),
+		"client_id":  ar.GetClient().GetID(),
+		"iat":        ar.GetRequestedAt().Unix(),
+		"iss":        s.cfg.Issuer,
+		"token_type": "Bearer",
+	}
+	if use == fosite.RefreshToken {
+		resp["token_type"] = "refresh_token"
+	}
+	if sess, ok := ar.GetSession().(*fosite.DefaultSession); ok {
+		if sess.Subject != "" {
+			resp["sub"] = sess.Subject
+			resp["username"] = sess.Username
+		}
+		kind := fosite.AccessToken
+		if use == fosite.RefreshToken {
+			kind = fosite.RefreshToken
+		}
+		if exp := sess.GetExpiresAt(kind); !exp.IsZero() {
+			resp["exp"] = exp.Unix()
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleRevoke implements RFC 7009 token revocation through fosite.
+func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := parseTokenForm(r); err != nil {
+		s.provider.WriteRevocationResponse(ctx, w, err)
+		return
+	}
+	err := s.provider.NewRevocationRequest(ctx, r)
+	if err != nil && fosite.ErrorToRFC6749Error(err).CodeField >= 500 {
+		s.log.Error("revocation", "error", err)
+	}
+	s.provider.WriteRevocationResponse(ctx, w, err)
+}
+
+// metadata is the RFC 8414 §2 authorization server metadata.
+type metadata struct {
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	IntrospectionEndpoint             string   `json:"introspection_endpoint"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	ResponseModesSupported            []string `json:"response_modes_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	RevocationAuthMethodsSupported    []string `json:"revocation_endpoint_auth_methods_supported"`
+	IntrospectionAuthMethodsSupported []string `json:"introspection_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	ScopesSupported                   []string `json:"scopes_supported,omitempty"`
+	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported"`
+}
+
+func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
+	methods := []string{"S256"}
+	if s.cfg.AllowPlainPKCE {
+		methods = append(methods, "plain")
+	}
+	iss := s.cfg.Issuer
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_ = json.NewEncoder(w).Encode(metadata{
+		Issuer:                            iss,
+		AuthorizationEndpoint:             iss + pathAuthorize,
+		TokenEndpoint:                     iss + pathToken,
+		RevocationEndpoint:                iss + pathRevoke,
+		IntrospectionEndpoint:             iss + pathIntrospect,
+		ResponseTypesSupported:            []string{"code"},
+		ResponseModesSupported:            []string{"query"},
+		GrantTypesSupported:               []string{"authorization_code", "refresh_token"},
+		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
+		RevocationAuthMethodsSupported:    []string{"client_secret_basic", "client_secret_post", "none"},
+		IntrospectionAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "bearer"},
+		CodeChallengeMethodsSupported:     methods,
+		ScopesSupported:                   []string{"openid", "offline_access"},
+		IssParameterSupported:             true,
+	})
+}
+
+func (s *Server) handleCSS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(templates.CSS)
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz reports 200 when the database (and Redis, if configured) are
+// reachable, 503 otherwise.
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	status := map[string]string{"database": "ok"}
+	code := http.StatusOK
+	if err := s.store.Ping(ctx); err != nil {
+		status["database"] = "unavailable"
+		code = http.StatusServiceUnavailable
+	}
+	if p, ok := s.cache.(interface{ Ping(context.Context) error }); ok && s.cache != nil {
+		status["cache"] = "ok"
+		if err := p.Ping(ctx); err != nil {
+			status["cache"] = "unavailable"
+			code = http.StatusServiceUnavailable
+		}
+	}
+	writeJSON(w, code, status)
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "error_description": "No such endpoint."})
+}
+
+func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{
+		"error": "invalid_request", "error_description": "The HTTP method " + r.Method + " is not allowed on this endpoint."})
+}

@@ -1,0 +1,42 @@
+package oauth
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own
+// (no package-level state: several servers can run in one process).
+type metrics struct {
+	registry      *prometheus.Registry
+	tokenRequests *prometheus.CounterVec   // grant_type, outcome
+	replay        *prometheus.CounterVec   // event: hit, wait, mismatch, fail_open, store_failed
+	exchangeTime  *prometheus.HistogramVec // grant_type, path (fresh|replay)
+	httpRequests  *prometheus.CounterVec   // route, code
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		tokenRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authd_token_requests_total",
+			Help: "Token endpoint requests by grant_type and outcome (ok, replayed, or the RFC 6749 §5.2 error code).",
+		}, []string{"grant_type", "outcome"}),
+		replay: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authd_replay_cache_events_total",
+			Help: "Exchange replay cache events: hit (duplicate served the original response), wait (duplicate waited for an exchange in flight), mismatch (same code, other fingerprint), fail_open (cache unavailable; spec behaviour), store_failed (response not cached).",
+		}, []string{"event"}),
+		exchangeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "authd_token_exchange_seconds",
+			Help:    "Token endpoint latency in seconds by grant_type and path (fresh or replay).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"grant_type", "path"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authd_http_requests_total",
+			Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+	}
+	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,92 @@
+package oauth
+
+import (
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/compose"
+	fositeoauth2 "github.com/ory/fosite/handler/oauth2"
+
+	"github.com/authd/authd/pkce"
+	"github.com/authd/authd/storage"
+)
+
+// provider is the composed fosite provider plus the pieces of it the server
+// calls directly. Handlers are built with concrete types here, so fosite's
+// interface{}-typed Compose never reaches the rest of authd.
+type provider struct {
+	*fosite.Fosite
+	config   *fosite.Config
+	strategy *fositeoauth2.HMACSHAStrategy
+}
+
+// newProvider composes fosite: the authorization code grant, then PKCE (it
+// needs the code the former produced), refresh, introspection and revocation.
+func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provider {
+	fc := &fosite.Config{
+		AccessTokenLifespan:   cfg.AccessTokenTTL,
+		RefreshTokenLifespan:  cfg.RefreshTokenTTL,
+		AuthorizeCodeLifespan: cfg.AuthorizeCodeTTL,
+		GlobalSecret:          deriveKey(cfg.Secret, "fosite-hmac"),
+		TokenURL:              cfg.Issuer + "/oauth2/token",
+		IDTokenIssuer:         cfg.Issuer,
+		AccessTokenIssuer:     cfg.Issuer,
+		// Refresh tokens are issued only when offline_access is granted,
+		// the convention mobile SDKs follow.
+		RefreshTokenScopes:       []string{"offline_access"},
+		ScopeStrategy:            fosite.ExactScopeStrategy,
+		AudienceMatchingStrategy: fosite.DefaultAudienceMatchingStrategy,
+		// PKCE is enforced by our own handler (package pkce); fosite's
+		// settings stay off so its handler, never registered, cannot matter.
+		EnforcePKCE:                false,
+		SendDebugMessagesToClients: false,
+		ClientSecretsHasher:        hasher,
+		MinParameterEntropy:        fosite.MinParameterEntropy,
+	}
+	strategy := compose.NewOAuth2HMACStrategy(fc)
+
+	codeHandler := &fositeoauth2.AuthorizeExplicitGrantHandler{
+		AccessTokenStrategy:    strategy,
+		RefreshTokenStrategy:   strategy,
+		AuthorizeCodeStrategy:  strategy,
+		CoreStorage:            store,
+		TokenRevocationStorage: store,
+		Config:                 fc,
+	}
+	pkceHandler := &pkce.Handler{
+		AuthorizeCodeStrategy: strategy,
+		Storage:               store,
+		AllowPlain:            cfg.AllowPlainPKCE,
+	}
+	refreshHandler := &fositeoauth2.RefreshTokenGrantHandler{
+		AccessTokenStrategy:    strategy,
+		RefreshTokenStrategy:   strategy,
+		TokenRevocationStorage: store,
+		Config:                 fc,
+	}
+	introspector := &fositeoauth2.CoreValidator{
+		CoreStrategy: strategy,
+		CoreStorage:  store,
+		Config:       fc,
+	}
+	revoker := &fositeoauth2.TokenRevocationHandler{
+		TokenRevocationStorage: store,
+		AccessTokenStrategy:    strategy,
+		RefreshTokenStrategy:   strategy,
+	}
+
+	// Order matters: PKCE runs after the code handler at the authorization
+	// endpoint (it needs the code) and after it at the token endpoint (the
+	// code handler detects reuse and revokes first, RFC 6749 §4.1.2).
+	fc.AuthorizeEndpointHandlers.Append(codeHandler)
+	fc.AuthorizeEndpointHandlers.Append(pkceHandler)
+	fc.TokenEndpointHandlers.Append(codeHandler)
+	fc.TokenEndpointHandlers.Append(pkceHandler)
+	fc.TokenEndpointHandlers.Append(refreshHandler)
+	fc.TokenIntrospectionHandlers.Append(introspector)
+	fc.RevocationHandlers.Append(revoker)
+
+	return &provider{
+		Fosite:   fosite.NewOAuth2Provider(store, fc),
+		config:   fc,
+		strategy: strategy,
+	}
+}

@@ -1,0 +1,165 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
+)
+
+// tokenForm errors.
+var (
+	errNotPost     = fosite.ErrInvalidRequest.WithHint("The endpoint accepts only POST.")
+	errContentType = fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 §4.1.3); JSON bodies are not accepted.")
+)
+
+// parseTokenForm enforces the request format of the token, revocation and
+// introspection endpoints: POST, application/x-www-form-urlencoded, a body
+// within maxBodyBytes, and no parameter sent twice (RFC 6749 §3.2: request
+// parameters MUST NOT be included more than once). It parses r.PostForm.
+// Errors are RFC6749Errors with error=invalid_request.
+func parseTokenForm(r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return errNotPost
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
+		return errContentType
+	}
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			e := *fosite.ErrInvalidRequest.WithHint("The request body is too large.")
+			e.CodeField = http.StatusRequestEntityTooLarge
+			return &e
+		}
+		return fosite.ErrInvalidRequest.WithHint("The request body could not be parsed as a form.")
+	}
+	for k, v := range r.PostForm {
+		if len(v) > 1 {
+			return fosite.ErrInvalidRequest.WithHintf("The parameter %q was sent more than once (RFC 6749 §3.2).", k)
+		}
+	}
+	for k, v := range r.URL.Query() {
+		if _, dup := r.PostForm[k]; dup || len(v) > 1 {
+			return fosite.ErrInvalidRequest.WithHintf("The parameter %q was sent more than once (RFC 6749 §3.2).", k)
+		}
+	}
+	return nil
+}
+
+// writeOAuthError writes an RFC 6749 §5.2 error through fosite's writer.
+// invalid_client over Basic auth gets 401 and WWW-Authenticate (RFC 6749
+// §5.2). Server errors are logged once here, without request content.
+func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err error) {
+	rfc := fosite.ErrorToRFC6749Error(err)
+	if rfc.CodeField >= 500 {
+		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
+	}
+	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
+		if _, _, basic := r.BasicAuth(); basic {
+			w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
+		}
+	}
+	s.provider.WriteAccessError(r.Context(), w, nil, rfc)
+}
+
+// tokenResponse is a successful token response (RFC 6749 §5.1) plus the
+// access token's absolute expiry, from which a replay recomputes expires_in.
+type tokenResponse struct {
+	Body      map[string]any `json:"body"`
+	ExpiresAt time.Time      `json:"exp"`
+}
+
+// handleToken serves the token endpoint (RFC 6749 §3.2). Duplicate
+// authorization_code and refresh_token requests go through the replay cache
+// (replay.go); everything else straight to fosite.
+func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if err := parseTokenForm(r); err != nil {
+		s.metrics.tokenRequests.WithLabelValues("unknown", fosite.ErrorToRFC6749Error(err).ErrorField).Inc()
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	grant := r.PostForm.Get("grant_type")
+	label := grantLabel(grant)
+	if s.replay != nil && (grant == "authorization_code" || grant == "refresh_token") {
+		s.replay.serve(w, r, grant, label, start)
+		return
+	}
+	resp, err := s.exchange(r.Context(), r)
+	s.finishToken(w, r, label, "fresh", start, resp, err)
+}
+
+// finishToken writes a token response or error and records metrics.
+func (s *Server) finishToken(w http.ResponseWriter, r *http.Request, label, path string, start time.Time, resp *tokenResponse, err error) {
+	if err != nil {
+		s.metrics.tokenRequests.WithLabelValues(label, fosite.ErrorToRFC6749Error(err).ErrorField).Inc()
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	outcome := "ok"
+	if path == "replay" {
+		outcome = "replayed"
+	}
+	s.metrics.tokenRequests.WithLabelValues(label, outcome).Inc()
+	s.metrics.exchangeTime.WithLabelValues(label, path).Observe(time.Since(start).Seconds())
+	// RFC 6749 §5.1: the response MUST carry Cache-Control: no-store.
+	writeJSON(w, http.StatusOK, resp.Body)
+}
+
+func grantLabel(g string) string {
+	switch g {
+	case "authorization_code", "refresh_token", "client_credentials":
+		return g
+	}
+	return "other"
+}
+
+// exchange runs one token request through fosite: client authentication,
+// grant validation, then issuance in one database transaction.
+//
+// A lost race is translated here: fosite v0.49.0 reads "is this code still
+// active?" outside its transaction, so the loser of a concurrent redemption
+// fails at the conditional invalidate, which fosite reports as server_error.
+// The loser gets invalid_grant, and — as for any reuse (RFC 6749 §4.1.2) —
+// the tokens issued from that code are revoked.
+func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse, error) {
+	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.provider.NewAccessResponse(ctx, ar)
+	if err != nil {
+		switch {
+		case errors.Is(err, storage.ErrInvalidatedAuthorizeCode):
+			if id := ar.GetID(); id != "" {
+				// Detach from the request: revocation must not be abandoned
+				// because the client hung up.
+				rctx := context.WithoutCancel(ctx)
+				if rerr := s.store.RevokeAccessToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
+					s.log.Error("revoke after code reuse", "error", rerr)
+				}
+				if rerr := s.store.RevokeRefreshToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
+					s.log.Error("revoke after code reuse", "error", rerr)
+				}
+			}
+			return nil, fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.")
+		case ar.GetGrantTypes().ExactOne("refresh_token") &&
+			(errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrSerializationFailure)):
+			// Lost a concurrent rotation of the same refresh token.
+			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
+		}
+		return nil, err
+	}
+	exp := ar.GetSession().GetExpiresAt(fosite.AccessToken)
+	if exp.IsZero() {
+		exp = time.Now().Add(s.cfg.AccessTokenTTL)
+	}
+	return &tokenResponse{Body: resp.ToMap(), ExpiresAt: exp}, nil
+}

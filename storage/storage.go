@@ -1,0 +1,169 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/pkce"
+	fositestorage "github.com/ory/fosite/storage"
+)
+
+// Sentinel errors. Where fosite interprets an error, the sentinel IS fosite's
+// value, so errors.Is works across the seam without translation.
+var (
+	// ErrNotFound reports that no row matches. It is fosite.ErrNotFound.
+	ErrNotFound = fosite.ErrNotFound
+	// ErrInvalidatedAuthorizeCode is returned, together with the stored
+	// requester, by GetAuthorizeCodeSession for a code that was already
+	// redeemed, and by InvalidateAuthorizeCodeSession when the conditional
+	// write found the code already inactive (a lost redemption race).
+	ErrInvalidatedAuthorizeCode = fosite.ErrInvalidatedAuthorizeCode
+	// ErrInactiveToken is returned, together with the stored requester, by
+	// GetRefreshTokenSession and GetAccessTokenSession for a revoked or
+	// rotated token, and by RotateRefreshToken when the refresh token was
+	// already rotated (a lost rotation race).
+	ErrInactiveToken = fosite.ErrInactiveToken
+	// ErrSerializationFailure reports a conflict between concurrent
+	// transactions (SQLSTATE 40001/40P01); the caller may retry.
+	ErrSerializationFailure = fosite.ErrSerializationFailure
+	// ErrAlreadyExists reports a unique-key conflict on create
+	// (SQLSTATE 23505), e.g. a client_id or username already taken.
+	ErrAlreadyExists = errors.New("storage: already exists")
+)
+
+// Client is a registered OAuth 2.0 client (RFC 6749 §2, RFC 7591 §2 metadata).
+// It implements fosite.Client.
+type Client struct {
+	// ID is the client_id (RFC 6749 §2.2).
+	ID string
+	// SecretHash is the keyed hash of the client_secret (see oauth's secret
+	// hasher); empty for public clients. The raw secret is never stored.
+	SecretHash []byte
+	// Name is client_name, shown on the consent page.
+	Name string
+	// RedirectURIs are matched exactly, except the port of loopback
+	// http URIs (RFC 8252 §7.3).
+	RedirectURIs []string
+	// GrantTypes, e.g. "authorization_code", "refresh_token".
+	GrantTypes []string
+	// ResponseTypes, e.g. "code".
+	ResponseTypes []string
+	// Scopes are the scopes the client may request.
+	Scopes []string
+	// TokenEndpointAuthMethod is "none" (public client),
+	// "client_secret_basic" or "client_secret_post" (RFC 7591 §2).
+	TokenEndpointAuthMethod string
+	// ClientURI, LogoURI and Contacts are RFC 7591 §2 display metadata.
+	ClientURI string
+	LogoURI   string
+	Contacts  []string
+	// SkipConsent marks a first-party client whose users are not asked
+	// for consent.
+	SkipConsent bool
+	// CreatedAt and UpdatedAt are UTC, microsecond precision.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+var _ fosite.Client = (*Client)(nil)
+
+// GetID returns the client_id.
+func (c *Client) GetID() string { return c.ID }
+
+// GetHashedSecret returns the keyed hash of the client secret.
+func (c *Client) GetHashedSecret() []byte { return c.SecretHash }
+
+// GetRedirectURIs returns the registered redirect URIs.
+func (c *Client) GetRedirectURIs() []string { return c.RedirectURIs }
+
+// GetGrantTypes returns the allowed grant types.
+func (c *Client) GetGrantTypes() fosite.Arguments { return c.GrantTypes }
+
+// GetResponseTypes returns the allowed response types.
+func (c *Client) GetResponseTypes() fosite.Arguments { return c.ResponseTypes }
+
+// GetScopes returns the scopes the client may request.
+func (c *Client) GetScopes() fosite.Arguments { return c.Scopes }
+
+// IsPublic reports whether the client has no secret
+// (token_endpoint_auth_method "none", RFC 6749 §2.1).
+func (c *Client) IsPublic() bool { return c.TokenEndpointAuthMethod == "none" }
+
+// GetAudience returns no audience: authd does not restrict audiences.
+func (c *Client) GetAudience() fosite.Arguments { return nil }
+
+// User is a resource owner who signs in on the login page.
+type User struct {
+	// Username is unique and case-sensitive.
+	Username string
+	// PasswordHash is a bcrypt hash (golang.org/x/crypto/bcrypt).
+	PasswordHash []byte
+	CreatedAt    time.Time
+}
+
+// ClientStore manages registered clients. GetClient (from
+// fosite.ClientManager) returns a *Client or ErrNotFound.
+type ClientStore interface {
+	fosite.ClientManager
+	// CreateClient inserts c. It returns ErrAlreadyExists if c.ID is taken.
+	// CreatedAt/UpdatedAt are set by the store when zero.
+	CreateClient(ctx context.Context, c *Client) error
+	// UpdateClient replaces every field of the stored client with c.ID.
+	// It returns ErrNotFound if no such client exists.
+	UpdateClient(ctx context.Context, c *Client) error
+	// DeleteClient deletes the client and revokes (deactivates) every code,
+	// access and refresh token issued to it, in one transaction.
+	// It returns ErrNotFound if no such client exists.
+	DeleteClient(ctx context.Context, id string) error
+	// ListClients returns up to limit clients with ID > after, ordered by ID.
+	ListClients(ctx context.Context, after string, limit int) ([]*Client, error)
+}
+
+// UserStore manages resource owners.
+type UserStore interface {
+	// CreateUser inserts u, or returns ErrAlreadyExists.
+	CreateUser(ctx context.Context, u *User) error
+	// GetUser returns the user or ErrNotFound.
+	GetUser(ctx context.Context, username string) (*User, error)
+	// SetUserPassword replaces the password hash, or returns ErrNotFound.
+	SetUserPassword(ctx context.Context, username string, hash []byte) error
+}
+
+// Pinger reports whether the backend is reachable (for /readyz).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Store is everything authd persists. It embeds fosite's storage interfaces
+// (so compose.Compose's runtime type assertions can never fail) plus authd's
+// own small interfaces.
+//
+// fosite contract, honoured exactly by every backend:
+//   - Get* for a missing signature returns an error matching ErrNotFound.
+//   - After InvalidateAuthorizeCodeSession, GetAuthorizeCodeSession returns
+//     the requester AND ErrInvalidatedAuthorizeCode.
+//   - InvalidateAuthorizeCodeSession is a conditional write: of N concurrent
+//     calls for one code, exactly one returns nil; the others return
+//     ErrInvalidatedAuthorizeCode.
+//   - RotateRefreshToken is a conditional write: it deactivates the refresh
+//     token with the given signature and the access tokens of requestID;
+//     if the refresh token was already inactive it returns ErrInactiveToken.
+//   - After rotation or revocation, GetRefreshTokenSession returns the
+//     requester AND ErrInactiveToken; GetAccessTokenSession likewise.
+//   - RevokeAccessToken/RevokeRefreshToken act on every token of a request ID.
+//   - DeletePKCERequestSession is a conditional delete: ErrNotFound when
+//     nothing was deleted.
+//   - With BeginTX, every call made with the returned context runs in that
+//     transaction until Commit or Rollback.
+type Store interface {
+	ClientStore
+	UserStore
+	oauth2.CoreStorage
+	oauth2.TokenRevocationStorage
+	pkce.PKCERequestStorage
+	fositestorage.Transactional
+	Pinger
+}

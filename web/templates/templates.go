@@ -1,0 +1,120 @@
+// Package templates holds authd's HTML pages (login, consent, error) and their
+// stylesheet, embedded in the binary and parsed once at start-up.
+//
+// Pages never contain inline script or inline style, so they can be served
+// with a strict Content-Security-Policy; they load no external assets.
+// The package must never build HTML in Go strings: every page is a file here.
+package templates
+
+import (
+	"embed"
+	"html/template"
+	"io"
+)
+
+//go:embed *.html authd.css
+var files embed.FS
+
+// CSS is the stylesheet served at /static/authd.css.
+var CSS = mustRead("authd.css")
+
+func mustRead(name string) []byte {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic(err) // programmer error: the file is embedded.
+	}
+	return b
+}
+
+// Pages is the parsed set of pages. The zero value is not usable; call Parse.
+type Pages struct {
+	login, consent, errorPage, demo *template.Template
+}
+
+// Parse parses the embedded templates. It panics only if an embedded file is
+// malformed, which is a programmer error caught by any test.
+func Parse() *Pages {
+	parse := func(name string) *template.Template {
+		return template.Must(template.New(name).ParseFS(files, "layout.html", name))
+	}
+	return &Pages{
+		login:     parse("login.html"),
+		consent:   parse("consent.html"),
+		errorPage: parse("error.html"),
+		demo:      parse("demo.html"),
+	}
+}
+
+// LoginData is the data of the login page.
+type LoginData struct {
+	Title      string
+	ClientName string
+	// Action is the URL the form posts to (the authorization request URL).
+	Action    string
+	CSRFToken string
+	// Username is echoed back after a failed attempt; never the password.
+	Username string
+	// Error is a message for the user, e.g. "Wrong username or password."
+	Error string
+}
+
+// ConsentData is the data of the consent page.
+type ConsentData struct {
+	Title      string
+	ClientName string
+	Username   string
+	Scopes     []string
+	Action     string
+	CSRFToken  string
+}
+
+// ErrorData is the data of the error page.
+type ErrorData struct {
+	Title   string
+	Message string
+	Detail  string
+}
+
+// Login renders the login page.
+func (p *Pages) Login(w io.Writer, d LoginData) error {
+	if d.Title == "" {
+		d.Title = "Sign in"
+	}
+	return p.login.ExecuteTemplate(w, "login.html", d)
+}
+
+// Consent renders the consent page.
+func (p *Pages) Consent(w io.Writer, d ConsentData) error {
+	if d.Title == "" {
+		d.Title = "Allow access"
+	}
+	return p.consent.ExecuteTemplate(w, "consent.html", d)
+}
+
+// Error renders the error page.
+func (p *Pages) Error(w io.Writer, d ErrorData) error {
+	if d.Title == "" {
+		d.Title = "Something went wrong"
+	}
+	return p.errorPage.ExecuteTemplate(w, "error.html", d)
+}
+
+// DemoData is the data of the "authd dev" demo callback page.
+type DemoData struct {
+	Title  string
+	Code   string
+	State  string
+	Issuer string
+	// Curl is a ready token request for the code.
+	Curl string
+	// Error is the error the authorization server redirected with, if any.
+	Error string
+}
+
+// Demo renders the demo callback page of "authd dev".
+func (p *Pages) Demo(w io.Writer, d DemoData) error {
+	if d.Title == "" {
+		d.Title = "Demo app"
+	}
+	return p.demo.ExecuteTemplate(w, "demo.html", d)
+}
