@@ -55,6 +55,12 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("Only response_mode=query is supported."))
 		return
 	}
+	// Refuse bad PKCE parameters before the user types a password
+	// (RFC 9700 §2.1.1: PKCE is required for every client).
+	if err := s.provider.pkce.ValidateAuthorizeRequest(ar); err != nil {
+		s.writeAuthorizeError(w, ar, err)
+		return
+	}
 	client, ok := ar.GetClient().(*storage.Client)
 	if !ok {
 		s.writeAuthorizeError(w, ar, fosite.ErrServerError)

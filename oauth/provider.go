@@ -16,6 +16,7 @@ type provider struct {
 	*fosite.Fosite
 	config   *fosite.Config
 	strategy *fositeoauth2.HMACSHAStrategy
+	pkce     *pkce.Handler
 }
 
 // newProvider composes fosite: the authorization code grant, then PKCE (it
@@ -88,5 +89,6 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 		Fosite:   fosite.NewOAuth2Provider(store, fc),
 		config:   fc,
 		strategy: strategy,
+		pkce:     pkceHandler,
 	}
 }

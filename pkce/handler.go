@@ -61,11 +61,8 @@ func (h *Handler) HandleAuthorizeEndpointRequest(ctx context.Context, ar fosite.
 		return nil
 	}
 
-	form := ar.GetRequestForm()
-	method := form.Get(ChallengeMethodKey)
-	// RFC 7636 §4.4.1: errors in the PKCE parameters are invalid_request.
-	if err := ValidateChallenge(form.Get(ChallengeKey), method, h.AllowPlain); err != nil {
-		return fosite.ErrInvalidRequest.WithHint(h.authorizeHint(err, method)).WithWrap(err)
+	if err := h.ValidateAuthorizeRequest(ar); err != nil {
+		return err
 	}
 
 	code := resp.GetCode()
@@ -79,6 +76,24 @@ func (h *Handler) HandleAuthorizeEndpointRequest(ctx context.Context, ar fosite.
 	signature := h.AuthorizeCodeStrategy.AuthorizeCodeSignature(ctx, code)
 	if err := h.Storage.CreatePKCERequestSession(ctx, signature, ar.Sanitize([]string{ChallengeKey, ChallengeMethodKey})); err != nil {
 		return fosite.ErrServerError.WithWrap(err)
+	}
+	return nil
+}
+
+// ValidateAuthorizeRequest checks the PKCE parameters of an authorization
+// request without storing anything, so the authorization endpoint can refuse
+// a bad request before it shows the login page. It returns nil for requests
+// whose response_type has no "code", and otherwise fosite's invalid_request
+// (RFC 7636 §4.4.1, RFC 9700 §2.1.1) wrapping the ValidateChallenge error.
+func (h *Handler) ValidateAuthorizeRequest(ar fosite.AuthorizeRequester) error {
+	if !ar.GetResponseTypes().Has("code") {
+		return nil
+	}
+	form := ar.GetRequestForm()
+	method := form.Get(ChallengeMethodKey)
+	// RFC 7636 §4.4.1: errors in the PKCE parameters are invalid_request.
+	if err := ValidateChallenge(form.Get(ChallengeKey), method, h.AllowPlain); err != nil {
+		return fosite.ErrInvalidRequest.WithHint(h.authorizeHint(err, method)).WithWrap(err)
 	}
 	return nil
 }

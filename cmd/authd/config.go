@@ -153,7 +153,7 @@ func openCache(redisURL string) (exchangecache.Cache, func(), error) {
 	// login (the cache fails open).
 	opts.ContextTimeoutEnabled = true
 	opts.DialTimeout = 500 * time.Millisecond
-	opts.MaxRetries = 0
+	opts.MaxRetries = -1 // no retries: fail fast, then fail open
 	client := redis.NewClient(opts)
 	return exchangecache.NewRedis(client, exchangecache.RedisOptions{}), func() { _ = client.Close() }, nil
 }

@@ -171,8 +171,9 @@ func (s *Store) Commit(ctx context.Context) error {
 	return err
 }
 
-// Rollback undoes the writes of the transaction in ctx. It returns an error
-// if ctx carries no open transaction of this store.
+// Rollback undoes the writes of the transaction in ctx. Rolling back a
+// finished transaction is a no-op. It returns an error if ctx carries no
+// transaction of this store.
 func (s *Store) Rollback(ctx context.Context) error {
 	t := s.txFrom(ctx)
 	if t == nil {
@@ -181,8 +182,7 @@ func (s *Store) Rollback(ctx context.Context) error {
 	var err error
 	s.tx(func() {
 		if t.done {
-			err = errors.New("memory: rollback: transaction already finished")
-			return
+			return // like pgx: rolling back a finished transaction is a no-op
 		}
 		t.done = true
 		for i := len(t.undo) - 1; i >= 0; i-- {
