@@ -40,7 +40,7 @@ const (
 
 // harness is one authd server on httptest with a seeded user and clients.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	app   *oauth.Server
 	store storage.Store
@@ -58,7 +58,7 @@ type harnessOpts struct {
 // PostgreSQL is skipped (or fails in CI) without AUTHD_TEST_POSTGRES_DSN.
 var backends = []string{"memory", "postgres"}
 
-func newHarness(t *testing.T, o harnessOpts) *harness {
+func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t}
 	switch o.backend {
@@ -154,7 +154,7 @@ func (h *harness) oauthConfig(clientID string) *oauth2.Config {
 
 // browser is a user agent with a cookie jar that does not follow redirects
 // (the final redirect goes to the app's redirect_uri).
-func newBrowser(t *testing.T) *http.Client {
+func newBrowser(testing.TB) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{
 		Jar:           jar,
@@ -174,7 +174,7 @@ type page struct {
 	loc    *url.URL
 }
 
-func get(t *testing.T, b *http.Client, u string) page {
+func get(t testing.TB, b *http.Client, u string) page {
 	t.Helper()
 	resp, err := b.Get(u)
 	if err != nil {
@@ -183,7 +183,7 @@ func get(t *testing.T, b *http.Client, u string) page {
 	return readPage(t, resp)
 }
 
-func readPage(t *testing.T, resp *http.Response) page {
+func readPage(t testing.TB, resp *http.Response) page {
 	t.Helper()
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -200,7 +200,7 @@ func readPage(t *testing.T, resp *http.Response) page {
 
 // submit posts the page's form with the given fields plus its CSRF token,
 // as a browser would (same-origin).
-func submit(t *testing.T, b *http.Client, base string, p page, fields url.Values) page {
+func submit(t testing.TB, b *http.Client, base string, p page, fields url.Values) page {
 	t.Helper()
 	m := csrfRe.FindStringSubmatch(p.body)
 	a := actionRe.FindStringSubmatch(p.body)
@@ -222,7 +222,7 @@ func submit(t *testing.T, b *http.Client, base string, p page, fields url.Values
 
 // login walks authorize → login → (consent) and returns the redirect to
 // the app.
-func (h *harness) login(t *testing.T, b *http.Client, authURL string) *url.URL {
+func (h *harness) login(t testing.TB, b *http.Client, authURL string) *url.URL {
 	t.Helper()
 	p := get(t, b, authURL)
 	if p.loc == nil {
@@ -242,7 +242,7 @@ func (h *harness) login(t *testing.T, b *http.Client, authURL string) *url.URL {
 
 // code runs a full login for clientID and returns a fresh code and its
 // verifier.
-func (h *harness) code(t *testing.T, clientID string) (code, verifier string) {
+func (h *harness) code(t testing.TB, clientID string) (code, verifier string) {
 	t.Helper()
 	verifier = oauth2.GenerateVerifier()
 	conf := h.oauthConfig(clientID)
