@@ -13,6 +13,17 @@ import (
 	"github.com/authd/authd/web/templates"
 )
 
+// authorizeErrorCodes are the error codes of RFC 6749 §4.1.2.1.
+var authorizeErrorCodes = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true,
+	"unsupported_response_type": true, "invalid_scope": true, "server_error": true,
+	"temporarily_unavailable": true,
+}
+
+// maxStateLen bounds the state parameter (bytes); longer requests get an
+// error page. Mobile SDKs send 22–64 characters.
+const maxStateLen = 2048
+
 // dummyHash is compared against when the username is unknown, so a wrong
 // username and a wrong password take the same time.
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("authd-timing-equaliser"), bcrypt.DefaultCost)
@@ -45,6 +56,11 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		fr.Header.Del("Content-Type")
 	}
 
+	if len(fr.URL.Query().Get("state")) > maxStateLen {
+		// Too long to echo back safely in a redirect: refuse on a page.
+		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", "The state parameter is too long.")
+		return
+	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
@@ -142,6 +158,13 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 	rfc := fosite.ErrorToRFC6749Error(err)
 	if rfc.CodeField >= 500 {
 		s.log.Error("authorization endpoint error", "error", err)
+	}
+	if !authorizeErrorCodes[rfc.ErrorField] {
+		// fosite also uses codes outside RFC 6749 §4.1.2.1 (invalid_state,
+		// unsupported_response_mode); clients only know these.
+		e := *rfc
+		e.ErrorField = fosite.ErrInvalidRequest.ErrorField
+		rfc = &e
 	}
 	if ar == nil || !ar.IsRedirectURIValid() {
 		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", rfc.GetDescription())

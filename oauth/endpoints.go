@@ -54,6 +54,11 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("The bearer token is not an admin token."))
 			return
 		}
+		if r.Header.Get("Authorization") == "" && r.PostForm.Get("client_id") == "" {
+			// RFC 7662 §2.1: the endpoint requires authorization.
+			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Introspection requires client authentication or an admin bearer token (RFC 7662 §2.1)."))
+			return
+		}
 		client, err := s.provider.AuthenticateClient(ctx, r, r.PostForm)
 		if err != nil {
 			s.writeOAuthError(w, r, err)
@@ -108,7 +113,12 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if err := parseTokenForm(r); err != nil {
-		s.provider.WriteRevocationResponse(ctx, w, err)
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	if r.PostForm.Get("token") == "" {
+		// RFC 7009 §2.1: token is REQUIRED.
+		s.writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7009 §2.1)."))
 		return
 	}
 	err := s.provider.NewRevocationRequest(ctx, r)

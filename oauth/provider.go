@@ -1,6 +1,11 @@
 package oauth
 
 import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	fositeoauth2 "github.com/ory/fosite/handler/oauth2"
@@ -85,10 +90,46 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 	fc.TokenIntrospectionHandlers.Append(introspector)
 	fc.RevocationHandlers.Append(revoker)
 
-	return &provider{
+	p := &provider{
 		Fosite:   fosite.NewOAuth2Provider(store, fc),
 		config:   fc,
 		strategy: strategy,
 		pkce:     pkceHandler,
 	}
+	fc.ClientAuthenticationStrategy = p.authenticateClient
+	return p
+}
+
+// authenticateClient is fosite's client authentication with two rules of
+// RFC 6749 §2.3 that fosite leaves out:
+//   - a client uses one authentication method per request (§2.3.1): HTTP
+//     Basic and a client_secret in the body together are invalid_request,
+//     as is a body client_id that differs from the Basic one;
+//   - a public client has no secret (§2.1): one that sends a secret is
+//     refused with invalid_client rather than silently accepted.
+func (p *provider) authenticateClient(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
+	basicID, _, basic := r.BasicAuth()
+	if basic {
+		if form.Get("client_secret") != "" {
+			return nil, fosite.ErrInvalidRequest.WithHint("The client authenticated with both HTTP Basic and a client_secret in the body; use one method (RFC 6749 §2.3.1).")
+		}
+		if id := form.Get("client_id"); id != "" {
+			if dec, err := url.QueryUnescape(basicID); err == nil && dec != id {
+				return nil, fosite.ErrInvalidRequest.WithHint("The client_id in the body differs from the one in the HTTP Basic credentials.")
+			}
+		}
+	} else if r.Header.Get("Authorization") != "" && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		return nil, fosite.ErrInvalidClient.WithHint("The Authorization header is not valid HTTP Basic credentials (RFC 6749 §2.3.1).")
+	}
+	client, err := p.DefaultClientAuthenticationStrategy(ctx, r, form)
+	if err != nil {
+		return nil, err
+	}
+	if client.IsPublic() {
+		_, secret, _ := r.BasicAuth()
+		if secret != "" || form.Get("client_secret") != "" {
+			return nil, fosite.ErrInvalidClient.WithHint("This client is public (token_endpoint_auth_method none) and must not send a client_secret.")
+		}
+	}
+	return client, nil
 }

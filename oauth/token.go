@@ -5,6 +5,8 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ory/fosite"
@@ -62,7 +64,8 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
 	}
 	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
-		if _, _, basic := r.BasicAuth(); basic {
+		if h := r.Header.Get("Authorization"); h != "" && !strings.HasPrefix(h, "Bearer ") {
+			// The client tried the Authorization header: 401 with a challenge.
 			w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
 		}
 	}
@@ -88,6 +91,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	grant := r.PostForm.Get("grant_type")
 	label := grantLabel(grant)
+	if err := checkGrantParams(r.PostForm); err != nil {
+		s.metrics.tokenRequests.WithLabelValues(label, fosite.ErrorToRFC6749Error(err).ErrorField).Inc()
+		s.writeOAuthError(w, r, err)
+		return
+	}
 	if s.replay != nil && (grant == "authorization_code" || grant == "refresh_token") {
 		s.replay.serve(w, r, grant, label, start)
 		return
@@ -162,4 +170,33 @@ func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse,
 		exp = time.Now().Add(s.cfg.AccessTokenTTL)
 	}
 	return &tokenResponse{Body: resp.ToMap(), ExpiresAt: exp}, nil
+}
+
+// supportedGrants are the grant types the token endpoint serves.
+var supportedGrants = map[string]bool{"authorization_code": true, "refresh_token": true, "client_credentials": true}
+
+// checkGrantParams answers requests fosite would misclassify: a missing
+// grant_type or a required parameter is invalid_request, an unknown grant
+// type is unsupported_grant_type (RFC 6749 §5.2).
+func checkGrantParams(form url.Values) error {
+	grant := form.Get("grant_type")
+	switch {
+	case grant == "":
+		return fosite.ErrInvalidRequest.WithHint("The grant_type parameter is missing (RFC 6749 §4.1.3).")
+	case !supportedGrants[grant]:
+		return fosite.ErrUnsupportedGrantType.WithHintf("The grant type %q is not supported; use authorization_code, refresh_token or client_credentials.", truncate(grant, 64))
+	case grant == "authorization_code" && form.Get("code") == "":
+		return fosite.ErrInvalidRequest.WithHint("The code parameter is missing (RFC 6749 §4.1.3).")
+	case grant == "refresh_token" && form.Get("refresh_token") == "":
+		return fosite.ErrInvalidRequest.WithHint("The refresh_token parameter is missing (RFC 6749 §6).")
+	}
+	return nil
+}
+
+// truncate shortens client input before it is echoed in an error.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
