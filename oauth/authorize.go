@@ -95,10 +95,21 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		switch post.Get("step") {
 		case "login":
 			username := post.Get("username")
+			ip := clientIP(r)
+			if ok, wait := s.loginLimit.allow(username, ip); !ok {
+				// Back-off after repeated failures: 429 with Retry-After,
+				// checked before the (slow) password hash.
+				w.Header().Set("Retry-After", retryAfter(wait))
+				s.renderLogin(w, r, http.StatusTooManyRequests, client, username,
+					"Too many failed sign-in attempts. Try again in "+retryAfter(wait)+" seconds.")
+				return
+			}
 			if !s.checkPassword(ctx, username, post.Get("password")) {
+				s.loginLimit.failed(username, ip)
 				s.renderLogin(w, r, http.StatusUnauthorized, client, username, "Wrong username or password.")
 				return
 			}
+			s.loginLimit.succeeded(username)
 			// A new sign-in always gets a new session id.
 			s.cookies.setSession(w, username, s.cfg.SessionTTL)
 			sess, signedIn = browserSession{Subject: username}, true

@@ -46,6 +46,14 @@ type Config struct {
 	// AdminTokens are bearer tokens accepted by admin-only endpoints
 	// (introspection by an operator, /admin/…). Compared in constant time.
 	AdminTokens []string
+	// IdempotencyKeyTTL is how long the admin API keeps an Idempotency-Key
+	// and its stored response (default 24h).
+	IdempotencyKeyTTL time.Duration
+	// LoginLimits slows down failed sign-ins per username and client IP.
+	LoginLimits LoginLimits
+	// TokenLimits rate-limits the token endpoint per client_id
+	// (zero value: off).
+	TokenLimits TokenLimits
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.
@@ -89,6 +97,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = 12 * time.Hour
+	}
+	if c.IdempotencyKeyTTL == 0 {
+		c.IdempotencyKeyTTL = 24 * time.Hour
 	}
 }
 

@@ -30,6 +30,9 @@ type Server struct {
 	metrics  *metrics
 	replay   *replayer
 	handler  http.Handler
+
+	loginLimit  *loginLimiter
+	clientLimit *clientLimiter
 }
 
 // New validates cfg, applies defaults and builds a Server.
@@ -61,6 +64,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		metrics: newMetrics(),
 	}
 	s.provider = newProvider(cfg, deps.Store, s.hasher)
+	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
+	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	if deps.Cache != nil && !cfg.DisableReplay {
 		s.replay = newReplayer(s, deps.Cache)
 	}

@@ -96,6 +96,13 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		s.writeOAuthError(w, r, err)
 		return
 	}
+	if ok, wait := s.clientLimit.allow(clientIDOf(r)); !ok {
+		s.metrics.tokenRequests.WithLabelValues(label, "rate_limited").Inc()
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{
+			"error": "temporarily_unavailable", "error_description": "Too many token requests for this client; retry after the Retry-After delay."})
+		return
+	}
 	if s.replay != nil && (grant == "authorization_code" || grant == "refresh_token") {
 		s.replay.serve(w, r, grant, label, start)
 		return

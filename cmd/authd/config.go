@@ -33,6 +33,7 @@ type config struct {
 	RefreshTokenTTL time.Duration
 	ReplayWindow    time.Duration
 	LogLevel        string
+	TokenRateLimit  float64
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -54,6 +55,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 720*time.Hour, "refresh token lifetime (AUTHD_REFRESH_TOKEN_TTL)")
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
+	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 1000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -105,6 +107,9 @@ func (c *config) validate(requireSecret bool) error {
 		if d < time.Second {
 			return usagef("%s: must be at least 1s (got %s)", name, d)
 		}
+	}
+	if c.TokenRateLimit < 0 {
+		return usagef("AUTHD_TOKEN_RATE_LIMIT: must not be negative (got %g); 0 disables", c.TokenRateLimit)
 	}
 	if c.ReplayWindow < 0 {
 		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
@@ -167,6 +172,7 @@ func (c *config) oauthConfig() oauth.Config {
 		AccessTokenTTL:   c.AccessTokenTTL,
 		RefreshTokenTTL:  c.RefreshTokenTTL,
 		ReplayWindow:     c.ReplayWindow,
+		TokenLimits:      oauth.TokenLimits{PerSecond: c.TokenRateLimit},
 		DemoVerifier:     c.demoVerifier,
 	}
 	if c.ReplayWindow == 0 {

@@ -142,6 +142,9 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if c.Secret == "" {
 		c.Secret = oauth.NewClientSecret() + oauth.NewClientSecret()
 	}
+	if !flagSet(fs, "token-rate-limit") && getenv("AUTHD_TOKEN_RATE_LIMIT") == "" {
+		c.TokenRateLimit = 0 // off in dev
+	}
 	if err := c.validate(true); err != nil {
 		return err
 	}
@@ -192,4 +195,11 @@ Press Ctrl-C to stop.
 `, issuer, demoUser, demoPassword, demoClientID, verifier, issuer, q.Encode())
 		return nil
 	}, stdout)
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
