@@ -264,3 +264,14 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// Ping reports whether Redis answers within the per-call timeout; authd's
+// /readyz uses it.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("exchangecache: ping: %w", err)
+	}
+	return nil
+}

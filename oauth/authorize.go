@@ -178,7 +178,16 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		rfc = &e
 	}
 	if ar == nil || !ar.IsRedirectURIValid() {
-		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", rfc.GetDescription())
+		detail := "The app sent an invalid sign-in request."
+		switch rfc.ErrorField {
+		case fosite.ErrInvalidClient.ErrorField:
+			detail = "The app that sent you here is not registered with this server."
+		case fosite.ErrInvalidRequest.ErrorField:
+			if ar != nil && ar.GetClient() != nil {
+				detail = "The app asked to return to an address that is not registered for it."
+			}
+		}
+		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", detail)
 		return
 	}
 	u := *ar.GetRedirectURI()

@@ -54,6 +54,12 @@ type Config struct {
 	// TokenLimits rate-limits the token endpoint per client_id
 	// (zero value: off).
 	TokenLimits TokenLimits
+	// ClientCacheTTL, when positive, caches clients in process for that
+	// long and answers fosite's repeated read of a code within one token
+	// request from the first (storage.CachingStore). Writes through this
+	// server invalidate at once; other processes see a change within the
+	// TTL. Zero (the default) turns it off.
+	ClientCacheTTL time.Duration
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.

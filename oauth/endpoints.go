@@ -50,7 +50,7 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.isAdmin(r) {
-		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		if hasBearer(r.Header.Get("Authorization")) {
 			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("The bearer token is not an admin token."))
 			return
 		}
@@ -96,6 +96,8 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	if sess, ok := ar.GetSession().(*fosite.DefaultSession); ok {
 		if sess.Subject != "" {
 			resp["sub"] = sess.Subject
+		}
+		if sess.Username != "" {
 			resp["username"] = sess.Username
 		}
 		kind := fosite.AccessToken
@@ -162,7 +164,7 @@ func (s *Server) handleMetadata(w http.ResponseWriter, r *http.Request) {
 		IntrospectionEndpoint:             iss + pathIntrospect,
 		ResponseTypesSupported:            []string{"code"},
 		ResponseModesSupported:            []string{"query"},
-		GrantTypesSupported:               []string{"authorization_code", "refresh_token"},
+		GrantTypesSupported:               []string{"authorization_code", "refresh_token", "client_credentials"},
 		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
 		RevocationAuthMethodsSupported:    []string{"client_secret_basic", "client_secret_post", "none"},
 		IntrospectionAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "bearer"},

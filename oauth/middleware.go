@@ -34,7 +34,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
 	pathLogout: true, pathMetadata: true, "/healthz": true, "/readyz": true,
-	"/metrics": true, "/static/authd.css": true,
+	"/metrics": true, "/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 
 // logRequests logs one line per request: request id, method, route, status
@@ -70,7 +70,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("route", route),
 				slog.Int("status", sw.status),
-				slog.Duration("latency", time.Since(start)),
+				slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
 			)
 		}()
 		next.ServeHTTP(sw, r)

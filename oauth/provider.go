@@ -25,7 +25,8 @@ type provider struct {
 }
 
 // newProvider composes fosite: the authorization code grant, then PKCE (it
-// needs the code the former produced), refresh, introspection and revocation.
+// needs the code the former produced), refresh, client credentials,
+// introspection and revocation.
 func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provider {
 	fc := &fosite.Config{
 		AccessTokenLifespan:   cfg.AccessTokenTTL,
@@ -49,12 +50,15 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 	}
 	strategy := compose.NewOAuth2HMACStrategy(fc)
 
+	// The grant handlers see the store through reuseGuard: reuse revokes
+	// only for the client the code or refresh token was issued to.
+	guarded := reuseGuard{store}
 	codeHandler := &fositeoauth2.AuthorizeExplicitGrantHandler{
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,
 		AuthorizeCodeStrategy:  strategy,
-		CoreStorage:            store,
-		TokenRevocationStorage: store,
+		CoreStorage:            guarded,
+		TokenRevocationStorage: guarded,
 		Config:                 fc,
 	}
 	pkceHandler := &pkce.Handler{
@@ -65,7 +69,7 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 	refreshHandler := &fositeoauth2.RefreshTokenGrantHandler{
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,
-		TokenRevocationStorage: store,
+		TokenRevocationStorage: guarded,
 		Config:                 fc,
 	}
 	introspector := &fositeoauth2.CoreValidator{
@@ -78,6 +82,14 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,
 	}
+	ccHandler := &clientCredentialsHandler{&fositeoauth2.ClientCredentialsGrantHandler{
+		HandleHelper: &fositeoauth2.HandleHelper{
+			AccessTokenStrategy: strategy,
+			AccessTokenStorage:  store,
+			Config:              fc,
+		},
+		Config: fc,
+	}}
 
 	// Order matters: PKCE runs after the code handler at the authorization
 	// endpoint (it needs the code) and after it at the token endpoint (the
@@ -87,6 +99,7 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 	fc.TokenEndpointHandlers.Append(codeHandler)
 	fc.TokenEndpointHandlers.Append(pkceHandler)
 	fc.TokenEndpointHandlers.Append(refreshHandler)
+	fc.TokenEndpointHandlers.Append(ccHandler)
 	fc.TokenIntrospectionHandlers.Append(introspector)
 	fc.RevocationHandlers.Append(revoker)
 
@@ -118,12 +131,15 @@ func (p *provider) authenticateClient(ctx context.Context, r *http.Request, form
 				return nil, fosite.ErrInvalidRequest.WithHint("The client_id in the body differs from the one in the HTTP Basic credentials.")
 			}
 		}
-	} else if r.Header.Get("Authorization") != "" && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+	} else if h := r.Header.Get("Authorization"); h != "" && !hasBearer(h) {
 		return nil, fosite.ErrInvalidClient.WithHint("The Authorization header is not valid HTTP Basic credentials (RFC 6749 §2.3.1).")
 	}
 	client, err := p.DefaultClientAuthenticationStrategy(ctx, r, form)
 	if err != nil {
 		return nil, err
+	}
+	if st := exchangeStateFrom(ctx); st != nil {
+		st.authClient = client.GetID()
 	}
 	if client.IsPublic() {
 		_, secret, _ := r.BasicAuth()
@@ -132,4 +148,10 @@ func (p *provider) authenticateClient(ctx context.Context, r *http.Request, form
 		}
 	}
 	return client, nil
+}
+
+// hasBearer reports whether an Authorization header uses the Bearer scheme
+// (case-insensitive, RFC 9110 §11.1).
+func hasBearer(h string) bool {
+	return len(h) > 7 && strings.EqualFold(h[:7], "Bearer ")
 }

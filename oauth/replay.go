@@ -109,7 +109,7 @@ func (p *replayer) serve(w http.ResponseWriter, r *http.Request, grant, label st
 	ctx := r.Context()
 	id, ok := p.identify(ctx, r, grant)
 	if !ok {
-		resp, err := s.exchange(ctx, r)
+		resp, _, err := s.exchange(ctx, r)
 		s.finishToken(w, r, label, "fresh", start, resp, err)
 		return
 	}
@@ -132,10 +132,15 @@ func (p *replayer) serve(w http.ResponseWriter, r *http.Request, grant, label st
 		case exchangecache.InFlight:
 			s.metrics.replay.WithLabelValues("wait").Inc()
 			res, err = p.cache.Wait(ctx, id.key, id.fingerprint, p.waitLimit)
+			if errors.Is(err, exchangecache.ErrWaitTimeout) || (err != nil && ctx.Err() != nil) {
+				// The first attempt is still running. Racing it could only
+				// end in reuse and revocation — the failure authd exists to
+				// prevent — so ask the client to retry (RFC 9110 §15.6.4).
+				p.busy(w, r, label)
+				return
+			}
 			if err != nil {
-				if !errors.Is(err, exchangecache.ErrWaitTimeout) && ctx.Err() == nil {
-					p.failOpen(err)
-				}
+				p.failOpen(err)
 				break
 			}
 			switch res.Outcome {
@@ -151,14 +156,14 @@ func (p *replayer) serve(w http.ResponseWriter, r *http.Request, grant, label st
 		break
 	}
 	// The cache could not help: today's spec behaviour.
-	resp, err := s.exchange(ctx, r)
+	resp, _, err := s.exchange(ctx, r)
 	s.finishToken(w, r, label, "fresh", start, resp, err)
 }
 
 // runClaimed runs the exchange as the owner of the claim.
 func (p *replayer) runClaimed(w http.ResponseWriter, r *http.Request, id exchangeIdentity, owner, label string, start time.Time) {
 	s := p.s
-	resp, err := s.exchange(r.Context(), r)
+	resp, _, err := s.exchange(r.Context(), r)
 	// The cache write must not be abandoned because the client hung up:
 	// that is exactly when the retry is coming.
 	cctx := context.WithoutCancel(r.Context())
@@ -219,6 +224,16 @@ func (p *replayer) replay(w http.ResponseWriter, r *http.Request, id exchangeIde
 		p.mismatch(w, r, id, label, start)
 		return
 	}
+	// Never replay tokens that were revoked since (logout, RFC 7009
+	// revocation, reuse): the app must learn it is signed out.
+	if !p.stillActive(ctx, resp) {
+		if ferr := p.cache.Forget(context.WithoutCancel(ctx), id.key); ferr != nil {
+			p.failOpen(ferr)
+		}
+		s.finishToken(w, r, label, "replay", start, nil,
+			fosite.ErrInvalidGrant.WithHint("The tokens issued for this request have been revoked."))
+		return
+	}
 	// expires_in counts the remaining lifetime (RFC 6749 §5.1).
 	resp.Body["expires_in"] = int64(math.Max(0, time.Until(resp.ExpiresAt).Seconds()))
 	s.metrics.replay.WithLabelValues("hit").Inc()
@@ -233,8 +248,11 @@ func (p *replayer) replay(w http.ResponseWriter, r *http.Request, id exchangeIde
 func (p *replayer) mismatch(w http.ResponseWriter, r *http.Request, id exchangeIdentity, label string, start time.Time) {
 	s := p.s
 	s.metrics.replay.WithLabelValues("mismatch").Inc()
-	resp, err := s.exchange(r.Context(), r)
-	if err != nil && errors.Is(err, fosite.ErrInvalidGrant) {
+	resp, st, err := s.exchange(r.Context(), r)
+	// Drop the entry only if fosite took the reuse path and revoked the
+	// grant: a mismatching request while the first is still in flight (a
+	// wrong verifier, say) must not spoil the owner's claim.
+	if err != nil && st.revoked {
 		if ferr := p.cache.Forget(context.WithoutCancel(r.Context()), id.key); ferr != nil {
 			p.failOpen(ferr)
 		}
@@ -262,4 +280,28 @@ func clientIDOf(r *http.Request) string {
 		return id
 	}
 	return r.PostForm.Get("client_id")
+}
+
+// stillActive reports whether the cached response's access token is still
+// active in the store (one lookup by signature).
+func (p *replayer) stillActive(ctx context.Context, resp tokenResponse) bool {
+	at, _ := resp.Body["access_token"].(string)
+	if at == "" {
+		return false
+	}
+	sig := p.s.provider.strategy.AccessTokenSignature(ctx, at)
+	_, err := p.s.store.GetAccessTokenSession(ctx, sig, newSession(""))
+	return err == nil
+}
+
+// busy answers a duplicate whose first attempt is still running after the
+// bounded wait: 503 with Retry-After, so the client retries the same
+// request and then gets the original response.
+func (p *replayer) busy(w http.ResponseWriter, r *http.Request, label string) {
+	p.s.metrics.tokenRequests.WithLabelValues(label, "busy").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{
+		"error":             "temporarily_unavailable",
+		"error_description": "The first exchange of this code is still in progress; retry the same request.",
+	})
 }

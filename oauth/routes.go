@@ -26,6 +26,10 @@ func (s *Server) routes() http.Handler {
 	// HTML pages: cross-origin POSTs are refused (Sec-Fetch-Site / Origin,
 	// net/http.CrossOriginProtection) in addition to the CSRF token.
 	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.renderError(w, http.StatusForbidden, "This form was not sent from this site.",
+			"For your safety the request was refused. Go back to the app and start the sign-in again.")
+	}))
 	html := func(h http.HandlerFunc) http.Handler { return securityHeaders(cop.Handler(h)) }
 
 	r.Handle(pathAuthorize, html(s.handleAuthorize)).Methods(http.MethodGet, http.MethodPost)
@@ -35,12 +39,14 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
+	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 	r.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
 	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	s.adminRoutes(r) // /admin/clients…, admin.go
 
-	return s.logRequests(limitBody(r))
+	return s.logRequests(limitAdminBody(limitBody(r)))
 }

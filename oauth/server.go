@@ -51,6 +51,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if cfg.ClientCacheTTL > 0 {
+		deps.Store = storage.NewCachingStore(deps.Store, cfg.ClientCacheTTL)
+	}
 	iss, _ := url.Parse(cfg.Issuer)
 	s := &Server{
 		cfg:     cfg,

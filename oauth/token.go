@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/ory/fosite"
@@ -64,7 +63,7 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
 	}
 	if rfc.ErrorField == fosite.ErrInvalidClient.ErrorField {
-		if h := r.Header.Get("Authorization"); h != "" && !strings.HasPrefix(h, "Bearer ") {
+		if h := r.Header.Get("Authorization"); h != "" && !hasBearer(h) {
 			// The client tried the Authorization header: 401 with a challenge.
 			w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
 		}
@@ -91,11 +90,6 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	grant := r.PostForm.Get("grant_type")
 	label := grantLabel(grant)
-	if err := checkGrantParams(r.PostForm); err != nil {
-		s.metrics.tokenRequests.WithLabelValues(label, fosite.ErrorToRFC6749Error(err).ErrorField).Inc()
-		s.writeOAuthError(w, r, err)
-		return
-	}
 	if ok, wait := s.clientLimit.allow(clientIDOf(r)); !ok {
 		s.metrics.tokenRequests.WithLabelValues(label, "rate_limited").Inc()
 		w.Header().Set("Retry-After", retryAfter(wait))
@@ -103,11 +97,16 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			"error": "temporarily_unavailable", "error_description": "Too many token requests for this client; retry after the Retry-After delay."})
 		return
 	}
+	if err := s.checkGrantParams(r.Context(), r.PostForm); err != nil {
+		s.metrics.tokenRequests.WithLabelValues(label, fosite.ErrorToRFC6749Error(err).ErrorField).Inc()
+		s.writeOAuthError(w, r, err)
+		return
+	}
 	if s.replay != nil && (grant == "authorization_code" || grant == "refresh_token") {
 		s.replay.serve(w, r, grant, label, start)
 		return
 	}
-	resp, err := s.exchange(r.Context(), r)
+	resp, _, err := s.exchange(r.Context(), r)
 	s.finishToken(w, r, label, "fresh", start, resp, err)
 }
 
@@ -144,7 +143,18 @@ func grantLabel(g string) string {
 // fails at the conditional invalidate, which fosite reports as server_error.
 // The loser gets invalid_grant, and — as for any reuse (RFC 6749 §4.1.2) —
 // the tokens issued from that code are revoked.
-func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse, error) {
+//
+// The returned state reports whether the request revoked tokens (reuse).
+func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse, *exchangeState, error) {
+	ctx, st := withExchangeState(ctx)
+	// One token request: fosite's repeated read of the code is answered
+	// from the first (storage.CachingStore, when configured).
+	ctx = storage.WithRequestMemo(ctx)
+	resp, err := s.exchangeIn(ctx, r, st)
+	return resp, st, err
+}
+
+func (s *Server) exchangeIn(ctx context.Context, r *http.Request, st *exchangeState) (*tokenResponse, error) {
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
 		return nil, err
@@ -154,6 +164,9 @@ func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse,
 		switch {
 		case errors.Is(err, storage.ErrInvalidatedAuthorizeCode):
 			if id := ar.GetID(); id != "" {
+				// fosite checked that the code belongs to the authenticated
+				// client before it got this far.
+				st.revoked = true
 				// Detach from the request: revocation must not be abandoned
 				// because the client hung up.
 				rctx := context.WithoutCancel(ctx)
@@ -185,7 +198,30 @@ var supportedGrants = map[string]bool{"authorization_code": true, "refresh_token
 // checkGrantParams answers requests fosite would misclassify: a missing
 // grant_type or a required parameter is invalid_request, an unknown grant
 // type is unsupported_grant_type (RFC 6749 §5.2).
-func checkGrantParams(form url.Values) error {
+//
+// A code or refresh token whose HMAC does not verify is invalid_grant here,
+// before the database or the replay cache sees it: a bare signature (e.g.
+// read from a Redis key name) or a forged key half is worth nothing.
+func (s *Server) checkGrantParams(ctx context.Context, form url.Values) error {
+	if err := checkGrantParamsPresent(form); err != nil {
+		return err
+	}
+	switch form.Get("grant_type") {
+	case "authorization_code":
+		if !s.provider.authenticCode(ctx, form.Get("code")) {
+			return fosite.ErrInvalidGrant.WithHint("The authorization code is malformed or was not issued by this server.")
+		}
+	case "refresh_token":
+		if !s.provider.authenticRefreshToken(ctx, form.Get("refresh_token")) {
+			return fosite.ErrInvalidGrant.WithHint("The refresh token is malformed or was not issued by this server.")
+		}
+	}
+	return nil
+}
+
+// checkGrantParamsPresent checks grant_type and the grant's required
+// parameter.
+func checkGrantParamsPresent(form url.Values) error {
 	grant := form.Get("grant_type")
 	switch {
 	case grant == "":

@@ -166,4 +166,5 @@ type Store interface {
 	pkce.PKCERequestStorage
 	fositestorage.Transactional
 	Pinger
+	IdempotencyStore
 }

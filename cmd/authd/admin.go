@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/postgres"
 )
@@ -31,7 +29,7 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err := parse(fs, args[1:], getenv, stdout); err != nil {
 		return helpOK(err)
 	}
-	if c.DatabaseURL == "memory" {
+	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
 		return usagef("AUTHD_DATABASE_URL: migrate needs a postgres:// URL")
 	}
 	pool, err := pgxpool.New(ctx, c.DatabaseURL)
@@ -56,11 +54,20 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
+const usersUsage = `usage: printf '%s\n' "$PASSWORD" | authd users add USERNAME
+
+Adds a user to AUTHD_DATABASE_URL; the password (8–72 bytes) is read from stdin.
+`
+
 // cmdUsers manages users: "users add USERNAME" reads the password from
 // stdin (one line) when stdin is not a terminal.
 func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) < 2 || args[0] != "add" {
-		return usagef("usage: authd users add USERNAME  (password on stdin)")
+	if len(args) < 2 || args[0] != "add" || strings.HasPrefix(args[1], "-") {
+		if len(args) > 0 && (args[len(args)-1] == "-h" || args[len(args)-1] == "--help") {
+			_, _ = io.WriteString(stdout, usersUsage)
+			return nil
+		}
+		return usagef("usage: printf '%%s\\n' \"$PASSWORD\" | authd users add USERNAME  (the password is read from stdin)")
 	}
 	username := args[1]
 	var c config
@@ -69,7 +76,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	if err := parse(fs, args[2:], getenv, stdout); err != nil {
 		return helpOK(err)
 	}
-	if c.DatabaseURL == "memory" {
+	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
 		return usagef("AUTHD_DATABASE_URL: users add needs a postgres:// URL (the memory store lives only inside a running server)")
 	}
 	if username == "" || len(username) > 128 || strings.ContainsAny(username, " \t\r\n") {
@@ -77,7 +84,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if f, ok := stdin.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s' \"$PASSWORD\" | authd users add %s", username)
+			return usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s\\n' \"$PASSWORD\" | authd users add %s", username)
 		}
 	}
 	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
@@ -108,47 +115,4 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fmt.Fprintf(stdout, "user %q added\n", username)
 	return nil
-}
-
-// cmdClients manages clients: "clients add" reads RFC 7591 client metadata
-// JSON on stdin and prints the registered client (with client_secret once,
-// for a confidential client).
-func cmdClients(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) < 1 || args[0] != "add" {
-		return usagef("usage: authd clients add  (RFC 7591 client metadata JSON on stdin)")
-	}
-	var c config
-	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
-	c.flags(fs, false)
-	if err := parse(fs, args[1:], getenv, stdout); err != nil {
-		return helpOK(err)
-	}
-	if c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: clients add needs a postgres:// URL")
-	}
-	if len(c.Secret) < 32 {
-		return usagef("AUTHD_SECRET: must be set (the same as the server's): client secrets are hashed with a key derived from it")
-	}
-	dec := json.NewDecoder(io.LimitReader(stdin, 64<<10))
-	dec.DisallowUnknownFields()
-	var meta oauth.ClientMetadata
-	if err := dec.Decode(&meta); err != nil {
-		return usagef("client metadata: invalid JSON: %v", err)
-	}
-	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	info, err := oauth.RegisterClient(ctx, store, oauth.NewSecretHasher([]byte(c.Secret)), meta, time.Now())
-	if err != nil {
-		var re *oauth.RegistrationError
-		if errors.As(err, &re) {
-			return usagef("%s: %s", re.Code, re.Description)
-		}
-		return err
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(info)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -34,6 +35,8 @@ type config struct {
 	ReplayWindow    time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
+	jobs            jobsConfig // job worker and janitor (janitor.go)
+	perf            perfConfig // client cache and profiling listener (perf.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -41,7 +44,7 @@ type config struct {
 
 // flags registers the settings on fs with their defaults.
 func (c *config) flags(fs *flag.FlagSet, server bool) {
-	fs.StringVar(&c.DatabaseURL, "database-url", "memory", "PostgreSQL URL (postgres://…) or \"memory\" (AUTHD_DATABASE_URL)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://…), or \"memory\" for a throwaway single node (AUTHD_DATABASE_URL; required)")
 	fs.StringVar(&c.Secret, "secret", "", "system secret, at least 32 bytes (AUTHD_SECRET)")
 	if !server {
 		return
@@ -56,6 +59,8 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 1000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
+	c.jobs.flags(fs, true)
+	c.perf.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -70,7 +75,7 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout i
 			fs.PrintDefaults()
 			return errHelp
 		}
-		return usagef("%v", err)
+		return usagef("%v", strings.ReplaceAll(err.Error(), "parse error", "invalid value (durations look like 60s, 15m or 1h)"))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -82,11 +87,27 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout i
 		env := "AUTHD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(env); v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = usagef("%s: %v", env, serr)
+				err = usagef("%s: %q is not valid%s", env, v, expectedForm(f))
 			}
 		}
 	})
 	return err
+}
+
+// expectedForm says what a flag's value should look like.
+func expectedForm(f *flag.Flag) string {
+	switch f.Value.(type) {
+	case interface{ Get() any }:
+		switch f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			return ": expected a duration such as 60s, 15m or 1h"
+		case float64:
+			return ": expected a number"
+		case bool:
+			return ": expected true or false"
+		}
+	}
+	return ""
 }
 
 // errHelp reports that -h was handled; the command exits 0.
@@ -96,6 +117,15 @@ var errHelp = errors.New("help requested")
 func (c *config) validate(requireSecret bool) error {
 	if requireSecret && len(c.Secret) < 32 {
 		return usagef("AUTHD_SECRET: must be at least 32 bytes (got %d); generate one with: openssl rand -base64 48", len(c.Secret))
+	}
+	if c.DatabaseURL == "" {
+		return usagef("AUTHD_DATABASE_URL: required: a postgres:// URL, or \"memory\" for a throwaway single node (authd dev uses memory)")
+	}
+	if c.Issuer != "" {
+		c.Issuer = strings.TrimRight(c.Issuer, "/")
+		if u, err := url.Parse(c.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") || u.RawQuery != "" || u.Fragment != "" {
+			return usagef("AUTHD_ISSUER: %q must be an absolute https:// (or http:// for local use) URL without query or fragment (RFC 8414 §2)", c.Issuer)
+		}
 	}
 	if c.DatabaseURL != "memory" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return usagef("AUTHD_DATABASE_URL: must be a postgres:// URL or \"memory\"")
@@ -127,15 +157,18 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 	if err != nil {
 		return nil, nil, usagef("AUTHD_DATABASE_URL: %v", err)
 	}
+	if !strings.Contains(dbURL, "pool_max_conns") {
+		pcfg.MaxConns = defaultPoolMaxConns()
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+		return nil, nil, fmt.Errorf("AUTHD_DATABASE_URL: cannot connect: %s", firstLine(err))
 	}
 	if checkSchema {
 		cur, latest, err := postgres.SchemaStatus(ctx, pool)
 		if err != nil {
 			pool.Close()
-			return nil, nil, fmt.Errorf("read schema version: %w", err)
+			return nil, nil, fmt.Errorf("AUTHD_DATABASE_URL: cannot read the schema version: %s", firstLine(err))
 		}
 		if cur < latest {
 			pool.Close()
@@ -145,11 +178,13 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 	return postgres.New(pool), pool.Close, nil
 }
 
-// openCache opens the replay cache.
-func openCache(redisURL string) (exchangecache.Cache, func(), error) {
+// openCache opens the replay cache. go-redis's own log lines go to log
+// (as JSON under serve), at warn level.
+func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
 		return exchangecache.NewMemory(), func() {}, nil
 	}
+	redis.SetLogger(redisLogger{log})
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
@@ -174,6 +209,7 @@ func (c *config) oauthConfig() oauth.Config {
 		ReplayWindow:     c.ReplayWindow,
 		TokenLimits:      oauth.TokenLimits{PerSecond: c.TokenRateLimit},
 		DemoVerifier:     c.demoVerifier,
+		ClientCacheTTL:   c.perf.ClientCacheTTL,
 	}
 	if c.ReplayWindow == 0 {
 		oc.DisableReplay = true
@@ -193,4 +229,22 @@ func parseLevel(s string) (slog.Level, error) {
 		return l, usagef("AUTHD_LOG_LEVEL: %q is not one of debug, info, warn, error", s)
 	}
 	return l, nil
+}
+
+// firstLine returns an error's message on one line (pgx repeats the host
+// lookup error across lines).
+func firstLine(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+// redisLogger adapts slog to go-redis's logger interface.
+type redisLogger struct{ log *slog.Logger }
+
+// Printf logs one go-redis message at warn level.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }

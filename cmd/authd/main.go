@@ -2,7 +2,8 @@
 // and web apps: authorization code + PKCE, with an exchange replay cache so a
 // retried token exchange gets the original response instead of invalid_grant.
 //
-// Subcommands: serve, dev, migrate, users, clients. Run "authd help".
+// Subcommands: serve, dev, migrate, users, clients, janitor, jobs. Run
+// "authd help".
 package main
 
 import (
@@ -43,7 +44,10 @@ Usage:
   authd serve                    run the server (AUTHD_DATABASE_URL, AUTHD_SECRET, …)
   authd migrate up|status        apply or show the PostgreSQL schema migrations
   authd users add USERNAME       add a user; the password is read from stdin
-  authd clients add              register a client from RFC 7591 JSON on stdin
+  authd clients create|list|get|update|delete|rotate-secret
+                                 manage OAuth clients (JSON in and out; "add" = create)
+  authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
+  authd jobs list                show background jobs and their state
 
 Run "authd <command> -h" for the flags of a command. Every flag can also be
 set with an AUTHD_* environment variable (flag -database-url is
@@ -66,7 +70,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "users":
 		return cmdUsers(ctx, args[1:], getenv, stdin, stdout)
 	case "clients":
-		return cmdClients(ctx, args[1:], getenv, stdin, stdout)
+		return cmdClients(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "janitor":
+		return cmdJanitor(ctx, args[1:], getenv, stdout, stderr)
+	case "jobs":
+		return cmdJobs(ctx, args[1:], getenv, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -36,23 +36,34 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"no command", nil, nil, "no command"},
 		{"unknown command", []string{"frobnicate"}, nil, "unknown command"},
+		{"missing database url", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_DATABASE_URL"},
 		{"missing secret", []string{"serve"}, nil, "AUTHD_SECRET"},
 		{"short secret", []string{"serve"}, map[string]string{"AUTHD_SECRET": "short"}, "AUTHD_SECRET"},
 		{"bad database url", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_DATABASE_URL": "mysql://x"}, "AUTHD_DATABASE_URL"},
 		{"bad redis url", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_REDIS_URL": "http://x"}, "AUTHD_REDIS_URL"},
 		{"bad duration in env", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_CODE_TTL": "soon"}, "AUTHD_CODE_TTL"},
+		{"duration without unit", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_CODE_TTL": "60"}, "60s"},
+		{"issuer not a URL", []string{"serve", "-issuer", "login.example.com"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_ISSUER"},
 		{"too short ttl", []string{"serve", "-access-token-ttl", "10ms"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_ACCESS_TOKEN_TTL"},
 		{"negative window", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_REPLAY_WINDOW": "-1s"}, "AUTHD_REPLAY_WINDOW"},
 		{"unknown flag", []string{"serve", "-nope"}, nil, "nope"},
 		{"flag wins over env", []string{"serve", "-secret", "short"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_SECRET"},
 		{"bad addr", []string{"serve", "-addr", "256.1.1.1:99999"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_ADDR"},
 		{"migrate needs postgres", []string{"migrate", "up"}, nil, "AUTHD_DATABASE_URL"},
+		{"users add -h is not a username", []string{"users", "add", "-x"}, nil, "usage"},
 		{"bad log level", []string{"serve", "-log-level", "loud"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_LOG_LEVEL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := run(t.Context(), tt.args, env(tt.env), strings.NewReader(""), &out, &errOut)
+			e := map[string]string{}
+			for k, v := range tt.env {
+				e[k] = v
+			}
+			if _, ok := e["AUTHD_DATABASE_URL"]; !ok && tt.want != "AUTHD_DATABASE_URL" && len(tt.args) > 0 && tt.args[0] == "serve" {
+				e["AUTHD_DATABASE_URL"] = "memory"
+			}
+			err := run(t.Context(), tt.args, env(e), strings.NewReader(""), &out, &errOut)
 			var ue usageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err = %v, want a usage error", err)

@@ -47,7 +47,7 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		return err
 	}
 	defer closeStore()
-	cache, closeCache, err := openCache(c.RedisURL)
+	cache, closeCache, err := openCache(c.RedisURL, log)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return usagef("AUTHD_ADDR: %v", err)
+		return usagef("AUTHD_ADDR (-addr): %v", err)
 	}
 	if c.Issuer == "" {
 		c.Issuer = "http://" + ln.Addr().String()
@@ -66,6 +66,18 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		ln.Close()
 		return usagef("%v", err)
 	}
+	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopJobs()
+	stopPprof, err := startPprof(c.perf, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopPprof()
 	if ready != nil {
 		if err := ready(srv, store, c.Issuer); err != nil {
 			ln.Close()
@@ -141,6 +153,9 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if c.Secret == "" {
 		c.Secret = oauth.NewClientSecret() + oauth.NewClientSecret()
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = "memory"
 	}
 	if !flagSet(fs, "token-rate-limit") && getenv("AUTHD_TOKEN_RATE_LIMIT") == "" {
 		c.TokenRateLimit = 0 // off in dev

@@ -64,6 +64,14 @@ type Store struct {
 	refresh table
 	pkce    table
 
+	// revokedGrants are request IDs whose refresh token was revoked
+	// (RFC 7009 §2.1); tokens minted for them later are born inactive.
+	revokedGrants map[string]bool
+
+	// idempotency holds Idempotency-Key records (idempotency.go); it is
+	// created on first claim.
+	idempotency idempotencyTable
+
 	now func() time.Time
 }
 
@@ -78,6 +86,8 @@ func New() *Store {
 		refresh: table{},
 		pkce:    table{},
 		now:     time.Now,
+
+		revokedGrants: map[string]bool{},
 	}
 }
 
@@ -432,6 +442,9 @@ func (s *Store) create(ctx context.Context, kind string, t table, sig string, r 
 	}
 	e := entry{rec: rec, expiresAt: storage.ExpiresAt(r, exp), active: true, accessSignature: accessSig}
 	s.tx(func() {
+		if (exp == fosite.AccessToken || exp == fosite.RefreshToken) && s.revokedGrants[rec.RequestID] {
+			e.active = false // minted for a grant revoked meanwhile
+		}
 		if _, ok := s.clients[rec.ClientID]; !ok {
 			err = fmt.Errorf("memory: create %s: client %q: %w", kind, rec.ClientID, storage.ErrNotFound)
 			return
@@ -609,7 +622,12 @@ func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) e
 // RevokeRefreshToken marks every refresh token of requestID inactive
 // (RFC 7009 §2.1). It succeeds when there is none.
 func (s *Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	s.tx(func() { s.deactivateByRequest(ctx, s.refresh, requestID) })
+	s.tx(func() {
+		s.deactivateByRequest(ctx, s.refresh, requestID)
+		// Revoking a refresh token revokes the grant (RFC 7009 §2.1): a
+		// rotation already under way must not leave its new pair active.
+		s.revokedGrants[requestID] = true
+	})
 	return nil
 }
 

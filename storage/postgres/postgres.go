@@ -107,6 +107,10 @@ func translate(op string, err error) error {
 			return fmt.Errorf("postgres: %s: referenced row missing: %w: %w", op, storage.ErrNotFound, err)
 		case pgerrcode.SerializationFailure, pgerrcode.DeadlockDetected:
 			return fmt.Errorf("postgres: %s: %w: %w", op, storage.ErrSerializationFailure, err)
+		case pgerrcode.CharacterNotInRepertoire, pgerrcode.UntranslatableCharacter:
+			// A key with NUL or invalid UTF-8 (client input such as a
+			// garbage token) cannot be stored, so no row has it.
+			return fmt.Errorf("postgres: %s: invalid text: %w", op, storage.ErrNotFound)
 		}
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)

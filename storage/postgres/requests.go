@@ -203,22 +203,56 @@ func (s *Store) DeleteRefreshTokenSession(ctx context.Context, sig string) error
 // A missing refresh token gives storage.ErrNotFound. Run it in a transaction
 // (fosite does) so the two updates commit together.
 func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
+	// Serialize with revocation of the same grant (see revokeGrant): the
+	// lock is held until fosite's transaction commits the new pair.
+	if _, err := s.q(ctx).Exec(ctx, grantLockSQL, requestID); err != nil {
+		return translate("lock grant", err)
+	}
 	if err := s.deactivate(ctx, tableRefresh, sig, storage.ErrInactiveToken); err != nil {
 		return err
 	}
 	return s.deactivateByRequest(ctx, tableAccess, requestID)
 }
 
+// grantLockSQL takes a transaction-scoped advisory lock on one grant
+// (request ID). Rotation and revocation of a grant both take it, so a
+// revocation that races a refresh waits for the refresh to commit and then
+// also revokes the pair it minted (RFC 7009 §2.1: revoking a refresh token
+// invalidates the grant). Without it, READ COMMITTED lets the revoking
+// UPDATE miss the new row.
+const grantLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended($1, 7009))`
+
+// revokeGrant deactivates every token of table issued under requestID,
+// after taking the grant lock. Outside a transaction it runs in one of its
+// own, so the UPDATE (a new statement, a new snapshot) sees whatever a
+// concurrent rotation committed while we waited.
+func (s *Store) revokeGrant(ctx context.Context, table, requestID string) error {
+	if s.txFrom(ctx) != nil {
+		if _, err := s.q(ctx).Exec(ctx, grantLockSQL, requestID); err != nil {
+			return translate("lock grant", err)
+		}
+		return s.deactivateByRequest(ctx, table, requestID)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, grantLockSQL, requestID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE `+table+` SET active = false WHERE request_id = $1 AND active`, requestID)
+		return err
+	})
+	return translate("revoke "+kinds[table]+"s", err)
+}
+
 // RevokeRefreshToken deactivates every refresh token of requestID
 // (RFC 7009 §2.1). It succeeds when there is none.
 func (s *Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	return s.deactivateByRequest(ctx, tableRefresh, requestID)
+	return s.revokeGrant(ctx, tableRefresh, requestID)
 }
 
 // RevokeAccessToken deactivates every access token of requestID
 // (RFC 7009 §2.1). It succeeds when there is none.
 func (s *Store) RevokeAccessToken(ctx context.Context, requestID string) error {
-	return s.deactivateByRequest(ctx, tableAccess, requestID)
+	return s.revokeGrant(ctx, tableAccess, requestID)
 }
 
 // CreatePKCERequestSession stores req under the code signature sig. It

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# bench/run.sh — the whole benchmark in one go, on this machine only.
+#
+# Builds authd and authbench, creates a fresh PostgreSQL database and uses a
+# Redis database of its own, starts "authd serve" on PostgreSQL + Redis with
+# the replay cache, runs every authbench mode at each concurrency, plus the
+# two reference ceilings (a fixed-JSON HTTP handler, and the exchange's SQL
+# driven from Go), records authd's peak RSS per run, and writes the Markdown
+# table to bench/results/<date>.md (raw JSON next to it). Everything it
+# creates is removed at the end; all traffic goes to 127.0.0.1.
+#
+# Settings (environment):
+#   BENCH_DURATION     per run (default 20s)
+#   BENCH_CONCURRENCY  list (default "16 64")
+#   BENCH_MODES        list (default: every mode)
+#   BENCH_PG           PostgreSQL server URL without database (default postgres://postgres@127.0.0.1:5432)
+#   BENCH_PG_PARAMS    query string for authd's database URL (default sslmode=disable)
+#   BENCH_REDIS_DB     Redis database number used by authd (default 9)
+#   BENCH_LOG_LEVEL    authd's AUTHD_LOG_LEVEL (default info, as in production)
+#   BENCH_PROFILE      if 1, also take a CPU profile of authd during each run
+#                      (bench/results/<date>/<mode>-c<c>.cpu.pprof; AUTHD_PPROF_ADDR)
+#   BENCH_WAIT_IDLE    seconds to wait, before each run, for the machine's 1-minute
+#                      load average to drop below 1.5 per CPU (default 30; 0: never)
+#   BENCH_TOKEN_RATE_LIMIT  authd's per-client token rate limit (default 0: off,
+#                      since every request of a mode comes from one client_id)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${BENCH_DURATION:-20s}
+CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
+MODES=${BENCH_MODES:-login sso exchange replay refresh introspect client-credentials}
+PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+PG_PARAMS=${BENCH_PG_PARAMS:-sslmode=disable}
+REDIS_DB=${BENCH_REDIS_DB:-9}
+LOG_LEVEL=${BENCH_LOG_LEVEL:-info}
+ADDR=127.0.0.1:18080
+CEIL_ADDR=127.0.0.1:18081
+
+stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
+db="authbench_$(date -u +%Y%m%d%H%M%S)_$$"
+work=$(mktemp -d)
+out=bench/results
+raw="$out/$stamp"
+mkdir -p "$raw"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+authd_pid=""
+ceil_pid=""
+cleanup() {
+	set +e
+	[ -n "$authd_pid" ] && kill "$authd_pid" 2>/dev/null && wait "$authd_pid" 2>/dev/null
+	[ -n "$ceil_pid" ] && kill "$ceil_pid" 2>/dev/null && wait "$ceil_pid" 2>/dev/null
+	psql "$PG/postgres?sslmode=disable" -qc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+	redis-cli -h 127.0.0.1 -n "$REDIS_DB" --scan --pattern 'authd:xc:*' 2>/dev/null | xargs -r -n 500 redis-cli -h 127.0.0.1 -n "$REDIS_DB" del >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+log "building authd and authbench"
+go build -o "$work/authd" ./cmd/authd
+go build -o "$work/authbench" ./cmd/authbench
+
+log "fresh database $db, Redis database $REDIS_DB"
+psql "$PG/postgres?sslmode=disable" -qc "CREATE DATABASE $db"
+export AUTHD_DATABASE_URL="$PG/$db?$PG_PARAMS"
+export AUTHD_REDIS_URL="redis://127.0.0.1:6379/$REDIS_DB"
+AUTHD_SECRET=$(head -c 48 /dev/urandom | base64 | tr -d '\n')
+export AUTHD_SECRET
+export AUTHD_ADDR=$ADDR
+export AUTHD_LOG_LEVEL=$LOG_LEVEL
+# The replay window must outlast a timed run (the replay mode repeats
+# exchanges made just before it); codes must outlast minting + exchanging.
+export AUTHD_REPLAY_WINDOW=5m
+export AUTHD_CODE_TTL=5m
+export AUTHD_TOKEN_RATE_LIMIT=${BENCH_TOKEN_RATE_LIMIT:-0}
+PPROF_ADDR=127.0.0.1:16060
+[ "${BENCH_PROFILE:-0}" = 1 ] && export AUTHD_PPROF_ADDR=$PPROF_ADDR
+
+"$work/authd" migrate up >&2
+password=$(head -c 18 /dev/urandom | base64 | tr -d '\n/+=')
+printf '%s\n' "$password" | "$work/authd" users add bench >&2
+client_id() { sed -n 's/.*"client_id": *"\([^"]*\)".*/\1/p' | head -1; }
+public=$("$work/authd" clients add <<'EOF' | client_id
+{"client_name": "authbench (public, first-party)", "redirect_uris": ["dev.authd.authbench:/callback"],
+ "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
+ "response_types": ["code"], "scope": "openid offline_access", "skip_consent": true}
+EOF
+)
+svc_json=$("$work/authd" clients add <<'EOF'
+{"client_name": "authbench (confidential service)", "token_endpoint_auth_method": "client_secret_basic",
+ "grant_types": ["client_credentials"], "scope": "api"}
+EOF
+)
+service=$(printf '%s' "$svc_json" | client_id)
+service_secret=$(printf '%s' "$svc_json" | sed -n 's/.*"client_secret": *"\([^"]*\)".*/\1/p')
+[ -n "$public" ] && [ -n "$service" ] && [ -n "$service_secret" ] || { echo "client registration failed" >&2; exit 1; }
+
+log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL)"
+"$work/authd" serve 2>"$work/authd.log" &
+authd_pid=$!
+for _ in $(seq 1 100); do
+	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fsS "http://$ADDR/readyz" >/dev/null || { cat "$work/authd.log" >&2; exit 1; }
+
+log "starting the HTTP ceiling server on $CEIL_ADDR"
+"$work/authbench" ceiling-http -serve-only -listen "$CEIL_ADDR" >/dev/null &
+ceil_pid=$!
+sleep 0.3
+
+# wait_idle gives other work on the machine a moment to finish: every run
+# shares the same cores. The load average is recorded in each result.
+wait_idle() {
+	local limit=${BENCH_WAIT_IDLE:-30} max
+	max=$(awk -v n="$(nproc)" 'BEGIN { print n * 1.5 }')
+	for _ in $(seq 1 $((limit / 2))); do
+		awk -v m="$max" '{ exit !($1 < m) }' /proc/loadavg && return 0
+		sleep 2
+	done
+}
+
+bench() { # name c args...
+	local name=$1 c=$2 prof=""
+	shift 2
+	wait_idle
+	log "$name c=$c ($DURATION, load average $(cut -d' ' -f1 /proc/loadavg))"
+	if [ "${BENCH_PROFILE:-0}" = 1 ] && [ "$name" != ceiling-http ]; then
+		# Profile the middle of the timed phase (preparation excluded as far
+		# as possible: exchange mints codes first for as long as it runs).
+		local secs=${DURATION%s}
+		[ "$name" = exchange ] && sleep_first=$((secs + 3)) || sleep_first=3
+		(sleep "$sleep_first"; curl -fsS "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((secs - 4))" -o "$raw/$name-c$c.cpu.pprof") &
+		prof=$!
+	fi
+	"$work/authbench" -c "$c" -d "$DURATION" -json "$@" >"$raw/$name-c$c.json"
+	[ -n "$prof" ] && wait "$prof" || true
+}
+
+for c in $CONCURRENCY; do
+	bench ceiling-http "$c" -mode ceiling-http -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
+	wait_idle
+	log "ceiling-db c=$c ($DURATION)"
+	"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$c" -d "$DURATION" -json >"$raw/ceiling-db-c$c.json"
+	for m in $MODES; do
+		case $m in
+		introspect | client-credentials)
+			bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$service" -client-secret "$service_secret" ;;
+		*)
+			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+		esac
+	done
+done
+
+peak=$(sed -n 's/^VmHWM:\s*//p' "/proc/$authd_pid/status")
+report="$out/$stamp.md"
+{
+	echo "# authd benchmark, $stamp"
+	echo
+	echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/{print $2}') GiB RAM, Linux $(uname -r)"
+	echo "- $(go version | cut -d' ' -f3), PostgreSQL $(psql "$PG/postgres?sslmode=disable" -Atc 'show server_version' | cut -d' ' -f1), Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), all on this machine"
+	echo "- authd $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+dirty'), authd serve on PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL, database URL parameters: $PG_PARAMS, AUTHD_TOKEN_RATE_LIMIT=$AUTHD_TOKEN_RATE_LIMIT"
+	echo "- each run: $DURATION, concurrency $CONCURRENCY; authbench on the same 2 cores as authd, PostgreSQL and Redis"
+	echo "- authd peak RSS of the last run: $peak (per-run peaks in the table: VmHWM reset at the start of each run)"
+	echo
+	"$work/authbench" report "$raw"/*.json
+} >"$report"
+log "wrote $report"
+cat "$report"

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/authd/authd/storage/postgres"
+)
+
+// ---- HTTP ceiling ----
+
+// fixedTokenBody is a token response of the size authd sends for an
+// authorization_code exchange with a refresh token.
+var fixedTokenBody = []byte(`{"access_token":"ory_at_` + strings.Repeat("A", 43) + "." + strings.Repeat("B", 43) +
+	`","expires_in":3599,"refresh_token":"ory_rt_` + strings.Repeat("C", 43) + "." + strings.Repeat("D", 43) +
+	`","scope":"openid offline_access","token_type":"bearer"}` + "\n")
+
+// fixedTokenHandler is the HTTP ceiling's handler: it reads the form, as
+// any token endpoint must, and answers a fixed token-sized JSON with the
+// headers authd sends. No routing, logging, storage or crypto.
+func fixedTokenHandler(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, `{"error":"invalid_request"}`, http.StatusBadRequest)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json;charset=UTF-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	_, _ = w.Write(fixedTokenBody)
+}
+
+// cmdCeilingHTTP serves fixedTokenHandler on a loopback address and, unless
+// -serve-only, loads it with the same engine as every mode.
+func cmdCeilingHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := options{Mode: "ceiling-http"}
+	var listen string
+	var serveOnly bool
+	fs := flag.NewFlagSet("ceiling-http", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&listen, "listen", "127.0.0.1:0", "loopback address to serve the fixed handler on")
+	fs.BoolVar(&serveOnly, "serve-only", false, "only serve (until interrupted); load it from another process with -mode ceiling-http -target URL")
+	o.loadFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || !isLoopbackHost(host) {
+		return usagef("-listen: %q must be a loopback address such as 127.0.0.1:0", listen)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return usagef("-listen: %v", err)
+	}
+	hs := &http.Server{
+		Handler:           http.HandlerFunc(fixedTokenHandler),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+	url := "http://" + ln.Addr().String()
+	if serveOnly {
+		fmt.Fprintf(stdout, "serving the fixed token handler on %s (pid %d)\n", url, os.Getpid())
+		<-ctx.Done()
+		return nil
+	}
+	o.Target = url
+	if err := o.validate(); err != nil {
+		return err
+	}
+	res, err := runLoad(ctx, &o, modes["ceiling-http"], stderr)
+	if err != nil {
+		return err
+	}
+	res.Note = "in-process server"
+	return o.emit(res, stdout, stderr)
+}
+
+// ---- PostgreSQL ceiling ----
+
+// The statements of one authorization code exchange, exactly as
+// storage/postgres issues them (requests.go: get, deactivate, create;
+// DeletePKCERequestSession), in the order authd serve issues them
+// (storage.CachingStore deletes the PKCE session inside the redeeming
+// transaction). Keep them in step with those files.
+const (
+	sqlClientColumns = `c.id, c.secret_hash, c.name, c.redirect_uris, c.grant_types, c.response_types,
+		c.scopes, c.token_endpoint_auth_method, c.client_uri, c.logo_uri, c.contacts, c.skip_consent,
+		c.created_at, c.updated_at`
+	sqlGetCode = `SELECT t.active, t.request_id, t.client_id,
+		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
+		t.form, t.session, ` + sqlClientColumns + `
+		FROM authorize_codes t JOIN clients c ON c.id = t.client_id
+		WHERE t.signature = $1`
+	sqlGetPKCE = `SELECT t.active, t.request_id, t.client_id,
+		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
+		t.form, t.session, ` + sqlClientColumns + `
+		FROM pkce_sessions t JOIN clients c ON c.id = t.client_id
+		WHERE t.signature = $1`
+	sqlInvalidateCode = `UPDATE authorize_codes SET active = false
+		WHERE signature = $1 AND active RETURNING 1`
+	sqlInsertAccess = `INSERT INTO access_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
+		granted_scopes, audience, granted_audience, form, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	sqlInsertRefresh = `INSERT INTO refresh_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
+		granted_scopes, audience, granted_audience, form, session, access_signature) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	sqlDeletePKCE = `DELETE FROM pkce_sessions WHERE signature = $1`
+)
+
+// errNoPKCERow: the conditional DELETE found nothing (cannot happen here).
+var errNoPKCERow = errors.New("delete pkce: no row")
+
+// dbCeiling is the state of a ceiling-db run.
+type dbCeiling struct {
+	pool    *pgxpool.Pool
+	sigs    []string
+	session string
+	form    string
+}
+
+const benchClientID = "authbench-ceiling-client"
+
+// cmdCeilingDB measures the transaction rate of one exchange's SQL on a
+// scratch schema (created, migrated with authd's migrations, dropped).
+func cmdCeilingDB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := options{Mode: "ceiling-db"}
+	var dbURL string
+	var maxConns, prefill int
+	fs := flag.NewFlagSet("ceiling-db", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&dbURL, "database-url", os.Getenv("AUTHD_DATABASE_URL"), "PostgreSQL URL on this machine (AUTHD_DATABASE_URL)")
+	fs.IntVar(&maxConns, "max-conns", 0, "connection pool size (default: -c, at most 16, the best size measured on 2 cores)")
+	fs.IntVar(&prefill, "prefill", 0, "codes inserted before the timed phase (default: -n, or 6000 per second of -d)")
+	o.loadFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.Target = "http://127.0.0.1" // unused; keeps validate happy
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if dbURL == "" {
+		return usagef("-database-url: required")
+	}
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return usagef("-database-url: %v", err)
+	}
+	if h := cfg.ConnConfig.Host; !isLoopbackHost(h) && !strings.HasPrefix(h, "/") {
+		return usagef("-database-url: %q is not this machine; the ceiling runs only against a local PostgreSQL", h)
+	}
+	if maxConns <= 0 {
+		maxConns = min(o.Concurrency, 16)
+	}
+	if prefill <= 0 {
+		prefill = o.Count
+		if prefill == 0 {
+			prefill = int(6000 * o.Duration.Seconds())
+		}
+	}
+
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	schema := "authbench_ceiling_" + hex.EncodeToString(rb[:])
+	admin, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return fmt.Errorf("create scratch schema: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := admin.Exec(cctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			fmt.Fprintf(stderr, "authbench: drop scratch schema %s: %v\n", schema, err)
+		}
+	}()
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = int32(maxConns)
+	cfg.MinConns = int32(maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	db := &dbCeiling{pool: pool}
+	if err := db.seed(ctx, prefill, stderr, o.Quiet); err != nil {
+		return err
+	}
+	m := mode{steps: []string{"exchange-sql"}, iter: db.iter}
+	res, err := runLoadWith(ctx, &o, m, stderr, func(r *runner) { r.db = db })
+	if err != nil {
+		return err
+	}
+	res.Target = "postgresql (scratch schema " + schema + ")"
+	res.Note = fmt.Sprintf("pool %d connections; statements: get code, get pkce, begin, invalidate code, delete pkce, insert access, insert refresh, commit", maxConns)
+	res.Prepared = fmt.Sprintf("%d codes and PKCE sessions inserted before timing", len(db.sigs))
+	return o.emit(res, stdout, stderr)
+}
+
+// seed inserts the client, n codes and their PKCE sessions, with keys that
+// look like real HMAC signatures (random, 43 characters).
+func (db *dbCeiling) seed(ctx context.Context, n int, stderr io.Writer, quiet bool) error {
+	exp := time.Now().Add(time.Hour)
+	sess, _ := json.Marshal(map[string]any{
+		"expires_at": map[string]time.Time{"access_token": exp, "authorize_code": exp, "refresh_token": exp.Add(720 * time.Hour)},
+		"username":   "bench", "subject": "bench", "extra": nil,
+	})
+	db.session = string(sess)
+	db.form = url.Values{
+		"client_id": {benchClientID}, "redirect_uri": {"dev.authd.authbench:/callback"}, "response_type": {"code"},
+		"scope": {"openid offline_access"}, "state": {"authbench-0-1"}, "grant_type": {"authorization_code"},
+	}.Encode()
+	if _, err := db.pool.Exec(ctx, `INSERT INTO clients (id, name, redirect_uris, grant_types, response_types, scopes, token_endpoint_auth_method, skip_consent)
+		VALUES ($1, 'authbench', '{dev.authd.authbench:/callback}', '{authorization_code,refresh_token}', '{code}', '{openid,offline_access}', 'none', true)`, benchClientID); err != nil {
+		return fmt.Errorf("seed client: %w", err)
+	}
+	if !quiet {
+		fmt.Fprintf(stderr, "ceiling-db: inserting %d codes and PKCE sessions (not timed)\n", n)
+	}
+	for _, table := range []string{"authorize_codes", "pkce_sessions"} {
+		_, err := db.pool.Exec(ctx, `INSERT INTO `+table+` (signature, request_id, client_id, subject, requested_at, expires_at,
+			scopes, granted_scopes, form, session)
+			SELECT substr(translate(encode(sha256(('c' || g)::bytea), 'base64'), '+/', '-_'), 1, 43), 'req-' || g, $1, 'bench', now(),
+				now() + interval '1 hour', '{openid,offline_access}', '{openid,offline_access}', $2, $3::jsonb
+			FROM generate_series(1, $4) g`, benchClientID, db.form, db.session, n)
+		if err != nil {
+			return fmt.Errorf("prefill %s: %w", table, err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, "ANALYZE"); err != nil {
+		return err
+	}
+	rows, err := db.pool.Query(ctx, `SELECT signature FROM authorize_codes`)
+	if err != nil {
+		return err
+	}
+	db.sigs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return err
+}
+
+// readRequest runs one of the two SELECTs and scans every column, as
+// storage/postgres does.
+func readRequest(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sql, sig string) error {
+	var (
+		active                                         bool
+		reqID, clientID, subject, form                 string
+		requestedAt, createdAt, updatedAt              time.Time
+		scopes, granted, aud, grantedAud               []string
+		session, secretHash                            []byte
+		cID, name, method, clientURI, logoURI          string
+		redirects, grants, responses, cScopes, contact []string
+		skip                                           bool
+	)
+	return q.QueryRow(ctx, sql, sig).Scan(&active, &reqID, &clientID, &subject, &requestedAt, &scopes, &granted, &aud, &grantedAud,
+		&form, &session, &cID, &secretHash, &name, &redirects, &grants, &responses, &cScopes, &method, &clientURI, &logoURI,
+		&contact, &skip, &createdAt, &updatedAt)
+}
+
+func randomSig() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// iter is one exchange's statements, in the order authd issues them: two
+// reads, then one transaction.
+func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
+	i := w.r.codeNext.Add(1) - 1
+	if i >= int64(len(db.sigs)) {
+		return errExhausted
+	}
+	sig := db.sigs[i]
+	return w.step("exchange-sql", func() error {
+		if err := readRequest(ctx, db.pool, sqlGetCode, sig); err != nil {
+			return fmt.Errorf("get code: %w", err)
+		}
+		if err := readRequest(ctx, db.pool, sqlGetPKCE, sig); err != nil {
+			return fmt.Errorf("get pkce: %w", err)
+		}
+		tx, err := db.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+		var one int
+		if err := tx.QueryRow(ctx, sqlInvalidateCode, sig).Scan(&one); err != nil {
+			return fmt.Errorf("invalidate code: %w", err)
+		}
+		tag, err := tx.Exec(ctx, sqlDeletePKCE, sig)
+		if err != nil {
+			return fmt.Errorf("delete pkce: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return errNoPKCERow
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		scopes := []string{"openid", "offline_access"}
+		access := randomSig()
+		reqID := "req-" + sig[:8]
+		if _, err := tx.Exec(ctx, sqlInsertAccess, access, reqID, benchClientID, "bench", now, now.Add(time.Hour),
+			scopes, scopes, []string{}, []string{}, db.form, db.session); err != nil {
+			return fmt.Errorf("insert access: %w", err)
+		}
+		if _, err := tx.Exec(ctx, sqlInsertRefresh, randomSig(), reqID, benchClientID, "bench", now, now.Add(720*time.Hour),
+			scopes, scopes, []string{}, []string{}, db.form, db.session, access); err != nil {
+			return fmt.Errorf("insert refresh: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	})
+}
+
+// isLoopbackHost reports whether host is a loopback IP or "localhost".
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/authd/authd/oauth"
+)
+
+const clientsUsage = `usage: authd clients COMMAND [ID] [flags]
+
+Manage OAuth clients in AUTHD_DATABASE_URL (with the server's AUTHD_SECRET),
+through the same code path as the admin API (/admin/clients). Every command
+prints the JSON answer the API would send.
+
+  create          register a client from RFC 7591 metadata JSON on stdin ("add" is an alias)
+  list            list clients, ordered by client_id (-limit, -cursor)
+  get ID          show a client (never its secret)
+  update ID       replace a client's metadata with RFC 7591 JSON on stdin
+  delete ID       delete a client; its codes and tokens die with it
+  rotate-secret ID
+                  issue a new client_secret (shown once); the old one stops working
+
+create, update and rotate-secret take -idempotency-key KEY: a retry with the
+same key and input prints the first answer (the same client_secret) instead
+of acting twice.
+`
+
+// clientsCommands lists the "authd clients" commands and whether each takes
+// a client ID, reads JSON on stdin, or takes an Idempotency-Key.
+var clientsCommands = map[string]struct{ id, stdin, key bool }{
+	"create":        {stdin: true, key: true},
+	"add":           {stdin: true, key: true},
+	"list":          {},
+	"get":           {id: true},
+	"update":        {id: true, stdin: true, key: true},
+	"delete":        {id: true},
+	"rotate-secret": {id: true, key: true},
+}
+
+// cmdClients runs "authd clients COMMAND": it calls oauth.Admin, the code
+// behind the admin API, as the local caller "cli", prints the response body
+// (indented JSON) on stdout and the audit event on stderr, and fails for an
+// error response (exit status 2 for a request the API answers 4xx).
+func cmdClients(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) > 0 {
+			_, _ = io.WriteString(stdout, clientsUsage)
+			return nil
+		}
+		return usagef("usage: authd clients create|list|get|update|delete|rotate-secret (see authd clients -h)")
+	}
+	name := args[0]
+	cmd, ok := clientsCommands[name]
+	if !ok {
+		return usagef("authd clients: unknown command %q; one of create, list, get, update, delete, rotate-secret", name)
+	}
+	rest := args[1:]
+
+	var (
+		c      config
+		key    string
+		limit  int
+		cursor string
+	)
+	fs := flag.NewFlagSet("clients "+name, flag.ContinueOnError)
+	c.flags(fs, false)
+	if cmd.key {
+		fs.StringVar(&key, "idempotency-key", "", "make the command safe to retry: a retry with the same key and input prints the first answer")
+	}
+	if name == "list" {
+		fs.IntVar(&limit, "limit", 50, "clients per page (1–200)")
+		fs.StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
+	}
+	// The ID comes first ("authd clients get ID -flags"). Generated IDs are
+	// base64url and may start with "-", so only a defined flag is a flag.
+	var id string
+	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := parse(fs, rest, getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if cmd.id && id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return usagef("authd clients %s: unexpected argument %q", name, fs.Arg(0))
+	}
+	if cmd.id && id == "" {
+		return usagef("usage: authd clients %s ID", name)
+	}
+	if name == "list" && (limit < 1 || limit > 200) {
+		return usagef("-limit: must be between 1 and 200, got %d", limit)
+	}
+	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: authd clients needs a postgres:// URL (the memory store lives only inside a running server)")
+	}
+	if len(c.Secret) < 32 {
+		return usagef("AUTHD_SECRET: must be set (the same as the server's): client secrets are hashed, and Idempotency-Keys sealed, with keys derived from it")
+	}
+	var body []byte
+	if cmd.stdin {
+		if f, ok := stdin.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				return usagef("client metadata is read from stdin; pipe RFC 7591 JSON in, e.g.: authd clients %s < client.json", name)
+			}
+		}
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(stdin, 1<<20)); err != nil {
+			return fmt.Errorf("read client metadata: %w", err)
+		}
+		if len(bytes.TrimSpace(body)) == 0 {
+			return usagef("client metadata: nothing on stdin; pipe RFC 7591 client metadata JSON in, e.g.: authd clients %s < client.json", name)
+		}
+	}
+
+	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	admin, err := oauth.NewAdmin(oauth.Config{Secret: []byte(c.Secret)}, oauth.Deps{
+		Store:  store,
+		Logger: slog.New(slog.NewJSONHandler(stderr, nil)),
+	})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	caller := admin.LocalCaller("cli")
+
+	var resp oauth.AdminResponse
+	switch name {
+	case "create", "add":
+		resp = admin.CreateClient(ctx, caller, key, body)
+	case "list":
+		resp = admin.ListClients(ctx, caller, limit, cursor)
+	case "get":
+		resp = admin.GetClient(ctx, caller, id)
+	case "update":
+		resp = admin.UpdateClient(ctx, caller, id, key, body)
+	case "delete":
+		resp = admin.DeleteClient(ctx, caller, id)
+		if resp.Status == http.StatusNoContent {
+			resp.Body, _ = json.Marshal(map[string]any{"client_id": id, "deleted": true})
+		}
+	case "rotate-secret":
+		resp = admin.RotateClientSecret(ctx, caller, id, key)
+	}
+	return printAdminResponse(stdout, resp)
+}
+
+// printAdminResponse prints the body indented and turns an error response
+// into an error naming its code and description.
+func printAdminResponse(stdout io.Writer, resp oauth.AdminResponse) error {
+	var out bytes.Buffer
+	body := bytes.TrimSpace(resp.Body)
+	if err := json.Indent(&out, body, "", "  "); err != nil {
+		out.Reset()
+		out.Write(body)
+	}
+	out.WriteByte('\n')
+	if _, err := stdout.Write(out.Bytes()); err != nil {
+		return err
+	}
+	if resp.Status < 300 {
+		return nil
+	}
+	var e oauth.RegistrationError
+	_ = json.Unmarshal(resp.Body, &e)
+	msg := fmt.Sprintf("%s: %s", e.Code, e.Description)
+	if slices.Contains([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, resp.Status) {
+		return usagef("%s", msg)
+	}
+	return fmt.Errorf("%s (status %d)", msg, resp.Status)
+}
+
+// isFlag reports whether arg names a flag of fs (or asks for help).
+func isFlag(fs *flag.FlagSet, arg string) bool {
+	if !strings.HasPrefix(arg, "-") {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return name == "h" || name == "help" || fs.Lookup(name) != nil
+}
