@@ -258,11 +258,24 @@ func clientName(c *storage.Client) string {
 	return c.ID
 }
 
-// handleLogout ends the browser session.
+// handleLogout ends the browser session. GET shows a confirmation form;
+// only a POST with the CSRF token signs out, so another site cannot sign
+// the user out with a link or an image.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
-	s.cookies.clearSession(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := s.pages.Error(w, templates.ErrorData{Title: "Signed out", Message: "You are signed out."}); err != nil {
+	if r.Method == http.MethodPost {
+		if err := r.ParseForm(); err != nil || !s.cookies.checkCSRF(r) {
+			s.renderError(w, http.StatusForbidden, "This form has expired or was not sent from this site.", "Reload the page and try again.")
+			return
+		}
+		s.cookies.clearSession(w)
+		if err := s.pages.Logout(w, templates.LogoutData{Done: true}); err != nil {
+			s.log.Error("render logout", "error", err)
+		}
+		return
+	}
+	token := s.cookies.csrfToken(w, r)
+	if err := s.pages.Logout(w, templates.LogoutData{CSRFToken: token}); err != nil {
 		s.log.Error("render logout", "error", err)
 	}
 }

@@ -162,3 +162,27 @@ func TestPagesSecurity(t *testing.T) {
 		t.Fatalf("same-origin post with Origin: null refused: %d %s", p.status, p.body)
 	}
 }
+
+// TestLogout: GET shows a confirmation form and signs nobody out; the form's
+// POST ends the session, so the next authorization asks for the password.
+func TestLogout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	b := newBrowser(t)
+	conf := h.oauthConfig(publicClient)
+	h.login(t, b, conf.AuthCodeURL("state-logout", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+	p := get(t, b, h.srv.URL+"/logout")
+	if p.status != 200 || !strings.Contains(p.body, "Sign out?") {
+		t.Fatalf("GET /logout: %d %s", p.status, p.body)
+	}
+	if again := get(t, b, conf.AuthCodeURL("state-logout", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); again.loc == nil {
+		t.Fatal("GET /logout signed the user out")
+	}
+	p = get(t, b, h.srv.URL+"/logout")
+	if p = submit(t, b, h.srv.URL, p, url.Values{}); p.status != 200 || !strings.Contains(p.body, "Signed out") {
+		t.Fatalf("POST /logout: %d %s", p.status, p.body)
+	}
+	if again := get(t, b, conf.AuthCodeURL("state-logout", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); !strings.Contains(again.body, `name="password"`) {
+		t.Fatalf("still signed in after logout: %d %v", again.status, again.loc)
+	}
+}

@@ -28,7 +28,7 @@ func mustRead(name string) []byte {
 
 // Pages is the parsed set of pages. The zero value is not usable; call Parse.
 type Pages struct {
-	login, consent, errorPage, demo *template.Template
+	login, consent, errorPage, demo, logout *template.Template
 }
 
 // Parse parses the embedded templates. It panics only if an embedded file is
@@ -42,6 +42,7 @@ func Parse() *Pages {
 		consent:   parse("consent.html"),
 		errorPage: parse("error.html"),
 		demo:      parse("demo.html"),
+		logout:    parse("logout.html"),
 	}
 }
 
@@ -117,4 +118,20 @@ func (p *Pages) Demo(w io.Writer, d DemoData) error {
 		d.Title = "Demo app"
 	}
 	return p.demo.ExecuteTemplate(w, "demo.html", d)
+}
+
+// LogoutData is the data of the sign-out page.
+type LogoutData struct {
+	Title     string
+	CSRFToken string
+	// Done is true once the session has been ended.
+	Done bool
+}
+
+// Logout renders the sign-out page: a confirmation form, or the result.
+func (p *Pages) Logout(w io.Writer, d LogoutData) error {
+	if d.Title == "" {
+		d.Title = "Sign out"
+	}
+	return p.logout.ExecuteTemplate(w, "logout.html", d)
 }
