@@ -58,7 +58,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 720*time.Hour, "refresh token lifetime (AUTHD_REFRESH_TOKEN_TTL)")
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
-	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 1000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
+	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
 }
