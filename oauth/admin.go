@@ -254,6 +254,10 @@ func (a *Admin) UpdateClient(ctx context.Context, caller AdminCaller, id, idempo
 		idemKey:   idempotencyKey,
 		canonical: canonical,
 		do: func(ctx context.Context) (int, any, string, error) {
+			// Lock first: a concurrent rotation must not be lost.
+			if err := a.store.LockClient(ctx, id); err != nil {
+				return 0, nil, id, err
+			}
 			old, err := a.getClient(ctx, id)
 			if err != nil {
 				return 0, nil, id, err
@@ -294,6 +298,10 @@ func (a *Admin) RotateClientSecret(ctx context.Context, caller AdminCaller, id, 
 		idemKey:   idempotencyKey,
 		canonical: []byte("{}"),
 		do: func(ctx context.Context) (int, any, string, error) {
+			// Lock first: a concurrent update must not undo the rotation.
+			if err := a.store.LockClient(ctx, id); err != nil {
+				return 0, nil, id, err
+			}
 			c, err := a.getClient(ctx, id)
 			if err != nil {
 				return 0, nil, id, err

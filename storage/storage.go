@@ -120,6 +120,12 @@ type ClientStore interface {
 	DeleteClient(ctx context.Context, id string) error
 	// ListClients returns up to limit clients with ID > after, ordered by ID.
 	ListClients(ctx context.Context, after string, limit int) ([]*Client, error)
+	// LockClient, inside a transaction (BeginTX), locks client id until the
+	// transaction ends, so a read-modify-write of the client (an admin
+	// update, a secret rotation) cannot lose a concurrent one. It returns
+	// ErrNotFound if no such client exists. Outside a transaction it only
+	// checks existence.
+	LockClient(ctx context.Context, id string) error
 }
 
 // UserStore manages resource owners.

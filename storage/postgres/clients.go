@@ -48,6 +48,15 @@ func (s *Store) GetClient(ctx context.Context, id string) (fosite.Client, error)
 	return c, nil
 }
 
+// LockClient locks the client's row (SELECT … FOR UPDATE) until the
+// transaction in ctx ends. It returns storage.ErrNotFound for an unknown
+// client.
+func (s *Store) LockClient(ctx context.Context, id string) error {
+	var one int
+	err := s.q(ctx).QueryRow(ctx, `SELECT 1 FROM clients WHERE id = $1 FOR UPDATE`, id).Scan(&one)
+	return translate(fmt.Sprintf("lock client %q", id), err)
+}
+
 // CreateClient inserts c, setting c.CreatedAt and c.UpdatedAt to now when
 // zero. It returns storage.ErrAlreadyExists if c.ID is taken.
 func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {

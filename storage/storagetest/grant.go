@@ -69,3 +69,26 @@ func testRevokeDuringRotation(t *testing.T, s storage.Store) {
 		}
 	}
 }
+
+// testLockClient: LockClient finds existing clients, inside and outside a
+// transaction, and reports ErrNotFound for unknown ones.
+func testLockClient(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	if err := s.LockClient(ctx, "c1"); err != nil {
+		t.Fatalf("LockClient outside a transaction: %v", err)
+	}
+	tctx, err := s.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LockClient(tctx, "c1"); err != nil {
+		t.Fatalf("LockClient in a transaction: %v", err)
+	}
+	if err := s.LockClient(tctx, "nobody"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("LockClient of an unknown client: %v, want ErrNotFound", err)
+	}
+	if err := s.Rollback(tctx); err != nil {
+		t.Fatal(err)
+	}
+}

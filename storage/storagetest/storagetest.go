@@ -55,6 +55,7 @@ var cases = []testCase{
 	{"ConcurrentInvalidateAuthorizeCode", testConcurrentInvalidate},
 	{"ConcurrentRotateRefreshToken", testConcurrentRotate},
 	{"RevokeDuringRotation", testRevokeDuringRotation},
+	{"LockClient", testLockClient},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
