@@ -27,6 +27,11 @@ type JanitorConfig struct {
 	JobRetention time.Duration
 	// Now is the clock that decides what has expired; default time.Now.
 	Now func() time.Time
+	// Grace is how long past its expiry a row is kept, so a replica whose
+	// clock runs ahead never deletes a row another replica still considers
+	// live (a redeemed code is needed until it expires, for reuse
+	// detection); default 5 minutes. Negative means none.
+	Grace time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Metrics; default unregistered ones.
@@ -42,6 +47,11 @@ func (c *JanitorConfig) applyDefaults() {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 1000
+	}
+	if c.Grace == 0 {
+		c.Grace = 5 * time.Minute
+	} else if c.Grace < 0 {
+		c.Grace = 0
 	}
 	if c.MaxBatches <= 0 {
 		c.MaxBatches = 1000
@@ -127,7 +137,7 @@ func RunSweeper(ctx context.Context, c storage.Cleaner, cfg JanitorConfig) {
 // batch comes back short or MaxBatches ran, and returns how many it deleted.
 func (c *JanitorConfig) clean(ctx context.Context, cl storage.Cleaner, kind string, inTx func(context.Context, func(context.Context) error) error) (int, error) {
 	start := c.Now()
-	before := start
+	before := start.Add(-c.Grace)
 	if kind == storage.CleanupJobs {
 		before = before.Add(-c.JobRetention)
 	}

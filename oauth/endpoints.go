@@ -118,6 +118,11 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		s.writeOAuthError(w, r, err)
 		return
 	}
+	if h := r.Header.Get("Authorization"); (h == "" || hasBearer(h)) && r.PostForm.Get("client_id") == "" {
+		// RFC 7009 §2.1: the client authenticates as at the token endpoint.
+		s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Revocation requires client authentication: HTTP Basic or client_id (and client_secret) in the body (RFC 7009 §2.1)."))
+		return
+	}
 	if r.PostForm.Get("token") == "" {
 		// RFC 7009 §2.1: token is REQUIRED.
 		s.writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7009 §2.1)."))

@@ -90,6 +90,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"revoke missing token", "POST", "/oauth2/revoke", form, "client_id=" + publicClient, "", 400, "invalid_request"},
 		{"revoke unknown client", "POST", "/oauth2/revoke", form, "token=x&client_id=nobody", "", 401, "invalid_client"},
 		{"revoke unknown token", "POST", "/oauth2/revoke", form, "token=x&client_id=" + publicClient, "", 200, ""},
+		{"revoke unauthenticated", "POST", "/oauth2/revoke", form, "token=x", "", 401, "invalid_client"},
+		{"revoke with admin token only", "POST", "/oauth2/revoke", form, "token=x", "Bearer " + testAdminToken, 401, "invalid_client"},
 		{"revoke oversized", "POST", "/oauth2/revoke", form, "token=" + strings.Repeat("a", 70<<10), "", 413, "invalid_request"},
 		// Introspection (RFC 7662).
 		{"introspect GET", "GET", "/oauth2/introspect", "", "", "", 405, "invalid_request"},

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,7 +59,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				}
 			}
 			route := r.URL.Path
-			if !knownRoutes[route] {
+			switch {
+			case knownRoutes[route]:
+			case route == "/admin/clients" || strings.HasPrefix(route, "/admin/clients/"):
+				route = "/admin/clients"
+			default:
 				route = "other"
 			}
 			if sw.status == 0 {

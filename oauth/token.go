@@ -16,7 +16,7 @@ import (
 // tokenForm errors.
 var (
 	errNotPost     = fosite.ErrInvalidRequest.WithHint("The endpoint accepts only POST.")
-	errContentType = fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 §4.1.3); JSON bodies are not accepted.")
+	errContentType = fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 §3.2, RFC 7009 §2.1, RFC 7662 §2.1); JSON bodies are not accepted.")
 )
 
 // parseTokenForm enforces the request format of the token, revocation and
@@ -181,7 +181,7 @@ func (s *Server) exchangeIn(ctx context.Context, r *http.Request, st *exchangeSt
 		case ar.GetGrantTypes().ExactOne("refresh_token") &&
 			(errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrSerializationFailure)):
 			// Lost a concurrent rotation of the same refresh token.
-			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
+			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token was already used or has been revoked.")
 		}
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func checkGrantParamsPresent(form url.Values) error {
 	grant := form.Get("grant_type")
 	switch {
 	case grant == "":
-		return fosite.ErrInvalidRequest.WithHint("The grant_type parameter is missing (RFC 6749 §4.1.3).")
+		return fosite.ErrInvalidRequest.WithHint("The grant_type parameter is missing (RFC 6749 §3.2).")
 	case !supportedGrants[grant]:
 		return fosite.ErrUnsupportedGrantType.WithHintf("The grant type %q is not supported; use authorization_code, refresh_token or client_credentials.", truncate(grant, 64))
 	case grant == "authorization_code" && form.Get("code") == "":

@@ -93,7 +93,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	password := strings.TrimRight(line, "\r\n")
 	if len(password) < 8 {
-		return usagef("password: at least 8 characters")
+		return usagef("password: at least 8 bytes")
 	}
 	if len(password) > 72 {
 		return usagef("password: at most 72 bytes (bcrypt's limit)")

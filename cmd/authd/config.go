@@ -231,14 +231,19 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// firstLine returns an error's message on one line (pgx repeats the host
-// lookup error across lines).
+// firstLine returns an error's message on one line: pgx puts the cause
+// (per host tried) on further lines, which are joined, without repeats.
 func firstLine(err error) string {
-	msg := err.Error()
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
+	var parts []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !seen[l] {
+			seen[l] = true
+			parts = append(parts, l)
+		}
 	}
-	return msg
+	return strings.Join(parts, " ")
 }
 
 // redisLogger adapts slog to go-redis's logger interface.
@@ -246,5 +251,5 @@ type redisLogger struct{ log *slog.Logger }
 
 // Printf logs one go-redis message at warn level.
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }

@@ -24,6 +24,7 @@ type jobsConfig struct {
 	Interval time.Duration // between runs of each janitor kind
 	Batch    int           // rows per delete transaction
 	Lease    time.Duration // job lease without a heartbeat
+	Grace    time.Duration // how long past expiry rows are kept
 }
 
 // flags registers the job settings on fs; the on/off switch only for a
@@ -35,6 +36,7 @@ func (j *jobsConfig) flags(fs *flag.FlagSet, server bool) {
 	}
 	fs.DurationVar(&j.Interval, "janitor-interval", 5*time.Minute, "time between janitor runs of each kind of row (AUTHD_JANITOR_INTERVAL)")
 	fs.IntVar(&j.Batch, "janitor-batch", 1000, "rows the janitor deletes per transaction (AUTHD_JANITOR_BATCH)")
+	fs.DurationVar(&j.Grace, "janitor-grace", 5*time.Minute, "how long past its expiry a row is kept, covering clock skew between replicas (AUTHD_JANITOR_GRACE)")
 	fs.DurationVar(&j.Lease, "job-lease", 30*time.Second, "how long a worker holds a job without a heartbeat; one silent for longer loses the job to another replica (AUTHD_JOB_LEASE)")
 }
 
@@ -49,6 +51,9 @@ func (j *jobsConfig) validate() error {
 	if j.Batch < 1 || j.Batch > 100000 {
 		return usagef("AUTHD_JANITOR_BATCH: must be between 1 and 100000 (got %d)", j.Batch)
 	}
+	if j.Grace < 0 {
+		return usagef("AUTHD_JANITOR_GRACE: must not be negative (got %s)", j.Grace)
+	}
 	if j.Lease < 100*time.Millisecond {
 		return usagef("AUTHD_JOB_LEASE: must be at least 100ms (got %s)", j.Lease)
 	}
@@ -57,7 +62,11 @@ func (j *jobsConfig) validate() error {
 
 // janitorConfig maps the settings to the janitor's.
 func (j *jobsConfig) janitorConfig(log *slog.Logger, m *jobs.Metrics) jobs.JanitorConfig {
-	return jobs.JanitorConfig{Every: j.Interval, BatchSize: j.Batch, Logger: log, Metrics: m}
+	grace := j.Grace
+	if grace == 0 {
+		grace = -1 // jobs.JanitorConfig: negative means no grace
+	}
+	return jobs.JanitorConfig{Every: j.Interval, BatchSize: j.Batch, Grace: grace, Logger: log, Metrics: m}
 }
 
 // jobStore is a store with a job queue (PostgreSQL).

@@ -130,7 +130,7 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	}
 	env = append(env, "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=janitor-test-secret-0123456789-0123456789",
 		"AUTHD_ADDR=127.0.0.1:0", "AUTHD_REDIS_URL=memory", "AUTHD_LOG_LEVEL=debug",
-		"AUTHD_JANITOR_INTERVAL="+interval.String(), "AUTHD_JANITOR_BATCH=100", "AUTHD_JOB_LEASE=2s")
+		"AUTHD_JANITOR_INTERVAL="+interval.String(), "AUTHD_JANITOR_BATCH=100", "AUTHD_JOB_LEASE=2s", "AUTHD_JANITOR_GRACE=0s")
 	type proc struct {
 		cmd  *exec.Cmd
 		log  string
