@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,17 +188,69 @@ func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), 
 		return exchangecache.NewMemory(), func() {}, nil
 	}
 	redis.SetLogger(redisLogger{log})
-	opts, err := redis.ParseURL(redisURL)
+	opts, err := parseRedisURL(redisURL)
 	if err != nil {
 		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
-	// Context deadlines bound every call, so a slow Redis cannot stall a
-	// login (the cache fails open).
-	opts.ContextTimeoutEnabled = true
-	opts.DialTimeout = 500 * time.Millisecond
-	opts.MaxRetries = -1 // no retries: fail fast, then fail open
-	client := redis.NewClient(opts)
+	client := redis.NewUniversalClient(opts)
 	return exchangecache.NewRedis(client, exchangecache.RedisOptions{}), func() { _ = client.Close() }, nil
+}
+
+// parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
+// one setting chooses the topology:
+//
+//	redis://[user:pass@]host:6379/0                  a single node
+//	redis://host1:6379,host2:6379,host3:6379         Redis Cluster (several hosts)
+//	redis://host1:26379,host2:26379/0?master_name=m  Sentinel (master_name set)
+//	rediss://…                                       the same over TLS
+//
+// Every call is bounded by its context (ContextTimeoutEnabled) and never
+// retried, so a slow Redis cannot stall a login: the cache fails open.
+func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("scheme must be redis:// or rediss://")
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("no host")
+	}
+	o := &redis.UniversalOptions{
+		Addrs:                 strings.Split(u.Host, ","),
+		MasterName:            u.Query().Get("master_name"),
+		ContextTimeoutEnabled: true,
+		DialTimeout:           500 * time.Millisecond,
+		MaxRetries:            -1,
+	}
+	for i, a := range o.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			o.Addrs[i] = net.JoinHostPort(a, "6379")
+		}
+	}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("database %q is not a number", db)
+		}
+		if len(o.Addrs) > 1 && o.MasterName == "" && n != 0 {
+			return nil, fmt.Errorf("Redis Cluster has only database 0")
+		}
+		o.DB = n
+	}
+	if u.Scheme == "rediss" {
+		host := u.Hostname()
+		if i := strings.IndexByte(host, ','); i >= 0 {
+			host = host[:i]
+		}
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	}
+	return o, nil
 }
 
 // oauthConfig maps the CLI settings to the server's.

@@ -302,3 +302,46 @@ func s256(v string) string {
 	h := sha256.Sum256([]byte(v))
 	return base64.RawURLEncoding.EncodeToString(h[:])
 }
+
+// TestParseRedisURL: AUTHD_REDIS_URL selects a single node, a Redis Cluster
+// or Sentinel.
+func TestParseRedisURL(t *testing.T) {
+	tests := []struct {
+		raw     string
+		addrs   []string
+		master  string
+		db      int
+		tls     bool
+		wantErr bool
+	}{
+		{raw: "redis://127.0.0.1:6379/2", addrs: []string{"127.0.0.1:6379"}, db: 2},
+		{raw: "redis://cache.internal", addrs: []string{"cache.internal:6379"}},
+		{raw: "redis://u:p@a:7000,b:7001,c:7002", addrs: []string{"a:7000", "b:7001", "c:7002"}},
+		{raw: "redis://s1:26379,s2:26379/1?master_name=mymaster", addrs: []string{"s1:26379", "s2:26379"}, master: "mymaster", db: 1},
+		{raw: "rediss://cache.example.com:6380/0", addrs: []string{"cache.example.com:6380"}, tls: true},
+		{raw: "http://x", wantErr: true},
+		{raw: "redis://", wantErr: true},
+		{raw: "redis://a:1/x", wantErr: true},
+		{raw: "redis://a:1,b:2/3", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			o, err := parseRedisURL(tt.raw)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("accepted %q", tt.raw)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(o.Addrs, " ") != strings.Join(tt.addrs, " ") || o.MasterName != tt.master || o.DB != tt.db || (o.TLSConfig != nil) != tt.tls {
+				t.Fatalf("got addrs=%v master=%q db=%d tls=%v", o.Addrs, o.MasterName, o.DB, o.TLSConfig != nil)
+			}
+			if !o.ContextTimeoutEnabled || o.MaxRetries != -1 {
+				t.Fatal("calls must be bounded by their context and never retried")
+			}
+		})
+	}
+}
