@@ -604,8 +604,9 @@ func (a *Admin) finish(ctx context.Context, caller AdminCaller, action, clientID
 }
 
 // decodeAdminJSON decodes body, which must be one JSON object with only
-// known members, into v, and returns its canonical form (canonicalJSON). It
-// returns a 400 invalid_client_metadata response otherwise.
+// known members, into v, and returns the canonical form of the decoded
+// value (canonicalJSON). It returns a 400 invalid_client_metadata response
+// otherwise.
 func decodeAdminJSON(body []byte, v any) ([]byte, *AdminResponse) {
 	fail := func(desc string) ([]byte, *AdminResponse) {
 		r := errorResponse(http.StatusBadRequest, errCodeInvalidMetadata, desc)
@@ -636,7 +637,16 @@ func decodeAdminJSON(body []byte, v any) ([]byte, *AdminResponse) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fail("The request body must hold exactly one JSON object.")
 	}
-	canonical, err := canonicalJSON(body)
+	// The request hash is over what was decoded, not the raw members:
+	// encoding/json matches member names case-insensitively (the last
+	// wins), so two bodies that differ only there would otherwise hash
+	// alike while meaning different things, or differ while meaning the
+	// same. canonicalJSON then fixes the member order.
+	decoded, err := json.Marshal(v)
+	if err != nil {
+		return fail("The request body is not valid client metadata.")
+	}
+	canonical, err := canonicalJSON(decoded)
 	if err != nil {
 		return fail("The request body is not valid JSON.")
 	}

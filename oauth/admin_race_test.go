@@ -77,3 +77,35 @@ func TestAdminUpdateRacingRotation(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminIdempotencyHashesMeaning: bodies that differ only in the case of
+// a repeated member mean different things and must not share a stored
+// answer (422), while the same meaning in another member order replays.
+func TestAdminIdempotencyHashesMeaning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	post := func(body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/admin/clients", bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "key-meaning-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out := map[string]any{}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	const tail = `"redirect_uris":["com.example.app:/cb"],"token_endpoint_auth_method":"none"}`
+	if s, out := post(`{"client_name":"alpha","CLIENT_NAME":"beta",` + tail); s != http.StatusCreated || out["client_name"] != "beta" {
+		t.Fatalf("first: %d %v", s, out)
+	}
+	if s, out := post(`{"CLIENT_NAME":"beta","client_name":"alpha",` + tail); s != http.StatusUnprocessableEntity {
+		t.Fatalf("a body with another meaning under the same key: %d %v, want 422", s, out)
+	}
+	if s, out := post(`{"token_endpoint_auth_method":"none","client_name":"beta","redirect_uris":["com.example.app:/cb"]}`); s != http.StatusCreated || out["client_name"] != "beta" {
+		t.Fatalf("the same meaning in another order: %d %v, want the stored 201", s, out)
+	}
+}
