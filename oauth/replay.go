@@ -289,9 +289,8 @@ func (p *replayer) stillActive(ctx context.Context, resp tokenResponse) bool {
 	if at == "" {
 		return false
 	}
-	sig := p.s.provider.strategy.AccessTokenSignature(ctx, at)
-	_, err := p.s.store.GetAccessTokenSession(ctx, sig, newSession(""))
-	return err == nil
+	ok, err := p.s.store.AccessTokenActive(ctx, p.s.provider.strategy.AccessTokenSignature(ctx, at))
+	return err == nil && ok
 }
 
 // busy answers a duplicate whose first attempt is still running after the

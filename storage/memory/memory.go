@@ -235,6 +235,17 @@ func (s *Store) LockClient(_ context.Context, id string) error {
 	return nil
 }
 
+// AccessTokenActive reports whether the access token with signature sig is
+// active and unexpired; a missing one is (false, nil).
+func (s *Store) AccessTokenActive(_ context.Context, sig string) (bool, error) {
+	var ok bool
+	s.tx(func() {
+		e, found := s.access[sig]
+		ok = found && e.active && (e.expiresAt.IsZero() || s.now().Before(e.expiresAt))
+	})
+	return ok, nil
+}
+
 // GetClient returns the client with the given id.
 func (s *Store) GetClient(_ context.Context, id string) (fosite.Client, error) {
 	var (

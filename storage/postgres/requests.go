@@ -111,6 +111,24 @@ func (s *Store) deactivateByRequest(ctx context.Context, table, id string) error
 	return translate("revoke "+kinds[table]+"s", err)
 }
 
+// AccessTokenActive reports whether the access token with signature sig is
+// active and unexpired; a missing one is (false, nil).
+func (s *Store) AccessTokenActive(ctx context.Context, sig string) (bool, error) {
+	var ok bool
+	err := s.q(ctx).QueryRow(ctx, `SELECT active AND (expires_at IS NULL OR expires_at > now())
+		FROM access_tokens WHERE signature = $1`, sig).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		if errors.Is(translate("", err), storage.ErrNotFound) {
+			return false, nil // bytes no row can hold
+		}
+		return false, translate("access token active", err)
+	}
+	return ok, nil
+}
+
 // CreateAuthorizeCodeSession stores req under the code signature sig.
 // It returns storage.ErrAlreadyExists if sig is taken and
 // storage.ErrNotFound if the request's client does not exist.

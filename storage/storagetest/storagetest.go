@@ -56,6 +56,7 @@ var cases = []testCase{
 	{"ConcurrentRotateRefreshToken", testConcurrentRotate},
 	{"RevokeDuringRotation", testRevokeDuringRotation},
 	{"LockClient", testLockClient},
+	{"AccessTokenActive", testAccessTokenActive},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
