@@ -119,17 +119,11 @@ func (p *replayer) serve(w http.ResponseWriter, r *http.Request, grant, label st
 			p.failOpen(err)
 			break
 		}
-		switch res.Outcome {
-		case exchangecache.Claimed:
+		if res.Outcome == exchangecache.Claimed {
 			p.runClaimed(w, r, id, res.Owner, label, start)
 			return
-		case exchangecache.Completed:
-			p.replay(w, r, id, res.Sealed, label, start)
-			return
-		case exchangecache.Mismatch:
-			p.mismatch(w, r, id, label, start)
-			return
-		case exchangecache.InFlight:
+		}
+		if res.Outcome == exchangecache.InFlight {
 			s.metrics.replay.WithLabelValues("wait").Inc()
 			res, err = p.cache.Wait(ctx, id.key, id.fingerprint, p.waitLimit)
 			if errors.Is(err, exchangecache.ErrWaitTimeout) || (err != nil && ctx.Err() != nil) {
@@ -143,15 +137,16 @@ func (p *replayer) serve(w http.ResponseWriter, r *http.Request, grant, label st
 				p.failOpen(err)
 				break
 			}
-			switch res.Outcome {
-			case exchangecache.Completed:
-				p.replay(w, r, id, res.Sealed, label, start)
-				return
-			case exchangecache.Mismatch:
-				p.mismatch(w, r, id, label, start)
-				return
-			}
-			continue // released or expired: claim again
+		}
+		switch res.Outcome {
+		case exchangecache.Completed:
+			p.replay(w, r, id, res.Sealed, label, start)
+			return
+		case exchangecache.Mismatch:
+			p.mismatch(w, r, id, label, start)
+			return
+		case exchangecache.Absent:
+			continue // the first attempt released its claim, or it expired: claim again
 		}
 		break
 	}
