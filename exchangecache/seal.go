@@ -27,7 +27,8 @@ const (
 // a fingerprint mismatch (do not replay; let the normal exchange answer).
 var ErrUnseal = errors.New("exchangecache: cannot unseal response")
 
-// Seal encrypts plaintext (the token response) for storage in the cache.
+// Seal encrypts plaintext (the token response) for storage in the cache;
+// authd seals the admin API's stored idempotent responses with it too.
 //
 // The encryption key is HKDF-SHA256 with the server secret as input keying
 // material, the presented code_verifier (refresh token, for the refresh

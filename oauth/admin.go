@@ -201,21 +201,11 @@ func (a *Admin) CreateClient(ctx context.Context, caller AdminCaller, idempotenc
 		idemKey:   idempotencyKey,
 		canonical: canonical,
 		do: func(ctx context.Context) (int, any, string, error) {
-			now := a.now()
-			c := clientFromMetadata(NewClientID(), meta, now, now)
-			var secret string
-			if !c.IsPublic() {
-				var err error
-				if secret, err = issueSecret(ctx, a.hasher, c); err != nil {
-					return 0, nil, "", err
-				}
-			}
-			if err := a.store.CreateClient(ctx, c); err != nil {
+			info, err := createClient(ctx, a.store, a.hasher, meta, a.now())
+			if err != nil {
 				return 0, nil, "", err
 			}
-			info := clientInformation(c)
-			info.ClientSecret = secret
-			return http.StatusCreated, info, c.ID, nil
+			return http.StatusCreated, info, info.ClientID, nil
 		},
 	})
 }
@@ -254,11 +244,7 @@ func (a *Admin) UpdateClient(ctx context.Context, caller AdminCaller, id, idempo
 		idemKey:   idempotencyKey,
 		canonical: canonical,
 		do: func(ctx context.Context) (int, any, string, error) {
-			// Lock first: a concurrent rotation must not be lost.
-			if err := a.store.LockClient(ctx, id); err != nil {
-				return 0, nil, id, err
-			}
-			old, err := a.getClient(ctx, id)
+			old, err := a.lockClient(ctx, id)
 			if err != nil {
 				return 0, nil, id, err
 			}
@@ -298,11 +284,7 @@ func (a *Admin) RotateClientSecret(ctx context.Context, caller AdminCaller, id, 
 		idemKey:   idempotencyKey,
 		canonical: []byte("{}"),
 		do: func(ctx context.Context) (int, any, string, error) {
-			// Lock first: a concurrent update must not undo the rotation.
-			if err := a.store.LockClient(ctx, id); err != nil {
-				return 0, nil, id, err
-			}
-			c, err := a.getClient(ctx, id)
+			c, err := a.lockClient(ctx, id)
 			if err != nil {
 				return 0, nil, id, err
 			}
@@ -380,6 +362,16 @@ func (a *Admin) DeleteClient(ctx context.Context, caller AdminCaller, id string)
 		return a.finish(ctx, caller, action, id, false, a.errorFor(ctx, action, err))
 	}
 	return a.finish(ctx, caller, action, id, false, AdminResponse{Status: http.StatusNoContent, ClientID: id})
+}
+
+// lockClient locks client id for the rest of the write's transaction, then
+// reads it, so concurrent read-modify-writes (an update and a rotation)
+// apply one after the other and none is lost.
+func (a *Admin) lockClient(ctx context.Context, id string) (*storage.Client, error) {
+	if err := a.store.LockClient(ctx, id); err != nil {
+		return nil, err
+	}
+	return a.getClient(ctx, id)
 }
 
 // getClient returns the stored client or an error matching
@@ -681,7 +673,7 @@ func upperFirst(s string) string {
 
 // adminRoutes registers the admin API on r.
 func (s *Server) adminRoutes(r *mux.Router) {
-	a := newAdmin(s.cfg, Deps{Store: s.store, Logger: s.log, Now: s.now})
+	a := s.admin
 	r.Handle(pathAdminClients, a.authenticated(a.handleCreate)).Methods(http.MethodPost)
 	r.Handle(pathAdminClients, a.authenticated(a.handleList)).Methods(http.MethodGet)
 	r.Handle(pathAdminClients+"/{id}", a.authenticated(a.handleGet)).Methods(http.MethodGet)

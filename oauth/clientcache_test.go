@@ -1,10 +1,8 @@
 package oauth_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,20 +23,7 @@ func TestClientCacheKeepsExchangeInvariants(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { withClientCache(c); c.DisableReplay = true }})
 			code, v := h.code(t, publicClient)
-			const n = 32
-			results := make([]tokenResult, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					results[i] = h.exchange(t, publicClient, code, v, publicRedirect)
-				}()
-			}
-			close(start)
-			wg.Wait()
+			results := h.raceExchange(t, 32, code, v)
 			ok, winner := 0, ""
 			for _, r := range results {
 				switch {
@@ -54,11 +39,7 @@ func TestClientCacheKeepsExchangeInvariants(t *testing.T) {
 				t.Fatalf("%d requests got tokens, want exactly 1", ok)
 			}
 			if h.pool != nil {
-				var access int
-				if err := h.pool.QueryRow(context.Background(), "SELECT count(*) FROM access_tokens").Scan(&access); err != nil {
-					t.Fatal(err)
-				}
-				if access != 1 {
+				if access, _ := countTokens(t, h); access != 1 {
 					t.Fatalf("%d access tokens stored, want 1", access)
 				}
 			}

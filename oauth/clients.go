@@ -395,6 +395,13 @@ func RegisterClient(ctx context.Context, store storage.ClientStore, hasher fosit
 	if err := validateMetadata(&meta); err != nil {
 		return nil, err
 	}
+	return createClient(ctx, store, hasher, meta, now)
+}
+
+// createClient stores a client for already validated meta, with a new
+// client_id and, for a confidential client, a new secret (returned once,
+// stored as its keyed hash).
+func createClient(ctx context.Context, store storage.ClientStore, hasher fosite.Hasher, meta ClientMetadata, now time.Time) (*ClientInformation, error) {
 	c := clientFromMetadata(NewClientID(), meta, now, now)
 	var secret string
 	if !c.IsPublic() {

@@ -1,11 +1,9 @@
 package oauth_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,10 +111,7 @@ func TestDuplicateExchangeWithoutReplayCache(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { c.DisableReplay = true }})
 			code, v := h.code(t, publicClient)
-			first := h.exchange(t, publicClient, code, v, publicRedirect)
-			if first.status != 200 {
-				t.Fatalf("first: %d %v", first.status, first.body)
-			}
+			first := h.redeem(t, code, v)
 			second := h.exchange(t, publicClient, code, v, publicRedirect)
 			if second.status != 400 || second.str("error") != "invalid_grant" {
 				t.Fatalf("second: %d %v", second.status, second.body)
@@ -183,20 +178,7 @@ func TestConcurrentRedemption(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { c.DisableReplay = true }})
 			code, v := h.code(t, publicClient)
-			const n = 32
-			results := make([]tokenResult, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					results[i] = h.exchange(t, publicClient, code, v, publicRedirect)
-				}()
-			}
-			close(start)
-			wg.Wait()
+			results := h.raceExchange(t, 32, code, v)
 			ok := 0
 			for _, r := range results {
 				switch {
@@ -211,15 +193,7 @@ func TestConcurrentRedemption(t *testing.T) {
 				t.Fatalf("%d goroutines got tokens, want exactly 1", ok)
 			}
 			if h.pool != nil {
-				var access, refresh int
-				ctx := context.Background()
-				if err := h.pool.QueryRow(ctx, "SELECT count(*) FROM access_tokens").Scan(&access); err != nil {
-					t.Fatal(err)
-				}
-				if err := h.pool.QueryRow(ctx, "SELECT count(*) FROM refresh_tokens").Scan(&refresh); err != nil {
-					t.Fatal(err)
-				}
-				if access != 1 || refresh != 1 {
+				if access, refresh := countTokens(t, h); access != 1 || refresh != 1 {
 					t.Fatalf("database holds %d access and %d refresh tokens, want one pair", access, refresh)
 				}
 			}

@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -23,21 +22,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // isAdmin reports whether r carries one of the configured admin bearer
-// tokens, compared in constant time.
+// tokens (the admin API's check, constant-time).
 func (s *Server) isAdmin(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return false
+	token, _ := bearerToken(r)
+	if token == "" {
+		return false // the common case (client authentication): no HMAC
 	}
-	got := []byte(h[len(prefix):])
-	ok := 0
-	for _, t := range s.cfg.AdminTokens {
-		if t != "" {
-			ok |= subtle.ConstantTimeCompare(got, []byte(t))
-		}
-	}
-	return ok == 1
+	_, ok := s.admin.AuthenticateToken(token)
+	return ok
 }
 
 // handleIntrospect implements RFC 7662 token introspection. The caller must

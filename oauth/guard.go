@@ -10,9 +10,6 @@ import (
 // exchangeState follows one token request through fosite (which passes our
 // context to its handlers and to the store).
 type exchangeState struct {
-	// authClient is the client_id that authenticated (set by
-	// provider.authenticateClient).
-	authClient string
 	// revoked reports that this request revoked a grant's tokens (code or
 	// refresh token reuse, RFC 6749 §4.1.2, RFC 9700 §4.14.2).
 	revoked bool

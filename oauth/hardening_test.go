@@ -28,10 +28,7 @@ func TestReplayAfterRevocation(t *testing.T) {
 	t.Parallel()
 	h, _, _ := newReplayHarness(t, nil)
 	code, v := h.code(t, publicClient)
-	first := h.exchange(t, publicClient, code, v, publicRedirect)
-	if first.status != 200 {
-		t.Fatalf("first: %d %v", first.status, first.body)
-	}
+	first := h.redeem(t, code, v)
 	refreshForm := url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient}, "refresh_token": {first.str("refresh_token")}}
 	refreshed := h.postForm(t, "/oauth2/token", refreshForm, "", "")
 	if refreshed.status != 200 {
@@ -63,10 +60,7 @@ func TestForgedCodeRevokesNothing(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{backend: backend})
 			code, v := h.code(t, publicClient)
-			first := h.exchange(t, publicClient, code, v, publicRedirect)
-			if first.status != 200 {
-				t.Fatalf("first: %d %v", first.status, first.body)
-			}
+			first := h.redeem(t, code, v)
 			sig := codeSignature(code)
 			for _, forged := range []string{"x." + sig, sig, "ory_ac_forgedforgedforgedforgedforged00000." + sig} {
 				for _, client := range []string{publicClient, "other-app"} {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,6 +295,17 @@ func (h *harness) exchange(t testing.TB, clientID, code, verifier, redirectURI s
 	}, "", "")
 }
 
+// redeem exchanges code for tokens as the public client and stops the
+// test unless that succeeds.
+func (h *harness) redeem(t testing.TB, code, verifier string) tokenResult {
+	t.Helper()
+	res := h.exchange(t, publicClient, code, verifier, publicRedirect)
+	if res.status != 200 {
+		t.Fatalf("exchange: %d %v", res.status, res.body)
+	}
+	return res
+}
+
 // introspect asks, as admin, whether token is active.
 func (h *harness) introspect(t testing.TB, token string) bool {
 	t.Helper()
@@ -316,4 +328,37 @@ func (h *harness) introspect(t testing.TB, token string) bool {
 		t.Fatal(err)
 	}
 	return out.Active
+}
+
+// raceExchange sends n identical authorization_code exchanges of code by the
+// public client at the same moment and returns every answer.
+func (h *harness) raceExchange(t testing.TB, n int, code, verifier string) []tokenResult {
+	t.Helper()
+	results := make([]tokenResult, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = h.exchange(t, publicClient, code, verifier, publicRedirect)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+// countTokens returns how many access and refresh tokens PostgreSQL holds.
+func countTokens(t testing.TB, h *harness) (access, refresh int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := h.pool.QueryRow(ctx, "SELECT count(*) FROM access_tokens").Scan(&access); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.pool.QueryRow(ctx, "SELECT count(*) FROM refresh_tokens").Scan(&refresh); err != nil {
+		t.Fatal(err)
+	}
+	return access, refresh
 }

@@ -138,9 +138,6 @@ func (p *provider) authenticateClient(ctx context.Context, r *http.Request, form
 	if err != nil {
 		return nil, err
 	}
-	if st := exchangeStateFrom(ctx); st != nil {
-		st.authClient = client.GetID()
-	}
 	if client.IsPublic() {
 		_, secret, _ := r.BasicAuth()
 		if secret != "" || form.Get("client_secret") != "" {

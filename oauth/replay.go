@@ -60,13 +60,7 @@ type exchangeIdentity struct {
 // answers it.
 func (p *replayer) identify(ctx context.Context, r *http.Request, grant string) (exchangeIdentity, bool) {
 	form := r.PostForm
-	clientID := form.Get("client_id")
-	if id, _, ok := r.BasicAuth(); ok {
-		// RFC 6749 §2.3.1: the client_id is form-urlencoded in Basic auth.
-		if dec, err := url.QueryUnescape(id); err == nil {
-			clientID = dec
-		}
-	}
+	clientID := clientIDOf(r)
 	switch grant {
 	case "authorization_code":
 		code := form.Get("code")
@@ -266,7 +260,8 @@ func (p *replayer) failOpen(err error) {
 	}
 }
 
-// clientIDOf returns the client_id the request presents (Basic or form).
+// clientIDOf returns the client_id the request presents: HTTP Basic, whose
+// client_id is form-urlencoded (RFC 6749 §2.3.1), or the form.
 func clientIDOf(r *http.Request) string {
 	if id, _, ok := r.BasicAuth(); ok {
 		if dec, err := url.QueryUnescape(id); err == nil {

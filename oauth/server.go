@@ -33,6 +33,7 @@ type Server struct {
 
 	loginLimit  *loginLimiter
 	clientLimit *clientLimiter
+	admin       *Admin
 }
 
 // New validates cfg, applies defaults and builds a Server.
@@ -69,6 +70,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.provider = newProvider(cfg, deps.Store, s.hasher)
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
+	s.admin = newAdmin(cfg, Deps{Store: deps.Store, Logger: deps.Logger, Now: deps.Now})
 	if deps.Cache != nil && !cfg.DisableReplay {
 		s.replay = newReplayer(s, deps.Cache)
 	}

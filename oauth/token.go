@@ -15,19 +15,16 @@ import (
 
 // tokenForm errors.
 var (
-	errNotPost     = fosite.ErrInvalidRequest.WithHint("The endpoint accepts only POST.")
 	errContentType = fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 §3.2, RFC 7009 §2.1, RFC 7662 §2.1); JSON bodies are not accepted.")
 )
 
 // parseTokenForm enforces the request format of the token, revocation and
-// introspection endpoints: POST, application/x-www-form-urlencoded, a body
+// introspection endpoints (their routes admit only POST):
+// application/x-www-form-urlencoded, a body
 // within maxBodyBytes, and no parameter sent twice (RFC 6749 §3.2: request
 // parameters MUST NOT be included more than once). It parses r.PostForm.
 // Errors are RFC6749Errors with error=invalid_request.
 func parseTokenForm(r *http.Request) error {
-	if r.Method != http.MethodPost {
-		return errNotPost
-	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/x-www-form-urlencoded" {
 		return errContentType
@@ -150,46 +147,47 @@ func (s *Server) exchange(ctx context.Context, r *http.Request) (*tokenResponse,
 	// One token request: fosite's repeated read of the code is answered
 	// from the first (storage.CachingStore, when configured).
 	ctx = storage.WithRequestMemo(ctx)
-	resp, err := s.exchangeIn(ctx, r, st)
-	return resp, st, err
-}
-
-func (s *Server) exchangeIn(ctx context.Context, r *http.Request, st *exchangeState) (*tokenResponse, error) {
 	ar, err := s.provider.NewAccessRequest(ctx, r, newSession(""))
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	resp, err := s.provider.NewAccessResponse(ctx, ar)
 	if err != nil {
-		switch {
-		case errors.Is(err, storage.ErrInvalidatedAuthorizeCode):
-			if id := ar.GetID(); id != "" {
-				// fosite checked that the code belongs to the authenticated
-				// client before it got this far.
-				st.revoked = true
-				// Detach from the request: revocation must not be abandoned
-				// because the client hung up.
-				rctx := context.WithoutCancel(ctx)
-				if rerr := s.store.RevokeAccessToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
-					s.log.Error("revoke after code reuse", "error", rerr)
-				}
-				if rerr := s.store.RevokeRefreshToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
-					s.log.Error("revoke after code reuse", "error", rerr)
-				}
-			}
-			return nil, fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.")
-		case ar.GetGrantTypes().ExactOne("refresh_token") &&
-			(errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrSerializationFailure)):
-			// Lost a concurrent rotation of the same refresh token.
-			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token was already used or has been revoked.")
-		}
-		return nil, err
+		return nil, st, s.lostRace(ctx, ar, st, err)
 	}
 	exp := ar.GetSession().GetExpiresAt(fosite.AccessToken)
 	if exp.IsZero() {
 		exp = time.Now().Add(s.cfg.AccessTokenTTL)
 	}
-	return &tokenResponse{Body: resp.ToMap(), ExpiresAt: exp}, nil
+	return &tokenResponse{Body: resp.ToMap(), ExpiresAt: exp}, st, nil
+}
+
+// lostRace translates the storage error of a lost race into invalid_grant
+// and returns any other error unchanged. A lost code redemption is code
+// reuse: the tokens issued from the code are revoked (RFC 6749 §4.1.2); by
+// then fosite has checked that the code belongs to the authenticated client.
+func (s *Server) lostRace(ctx context.Context, ar fosite.AccessRequester, st *exchangeState, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrInvalidatedAuthorizeCode):
+		if id := ar.GetID(); id != "" {
+			st.revoked = true
+			// Detach from the request: revocation must not be abandoned
+			// because the client hung up.
+			rctx := context.WithoutCancel(ctx)
+			if rerr := s.store.RevokeAccessToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
+				s.log.Error("revoke after code reuse", "error", rerr)
+			}
+			if rerr := s.store.RevokeRefreshToken(rctx, id); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
+				s.log.Error("revoke after code reuse", "error", rerr)
+			}
+		}
+		return fosite.ErrInvalidGrant.WithHint("The authorization code has already been used.")
+	case ar.GetGrantTypes().ExactOne("refresh_token") &&
+		(errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrSerializationFailure)):
+		// Lost a concurrent rotation of the same refresh token.
+		return fosite.ErrInvalidGrant.WithHint("The refresh token was already used or has been revoked.")
+	}
+	return err
 }
 
 // supportedGrants are the grant types the token endpoint serves.

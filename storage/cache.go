@@ -81,7 +81,7 @@ func (c *CachingStore) GetClient(ctx context.Context, id string) (fosite.Client,
 	e, ok := c.entries[id]
 	c.mu.RUnlock()
 	if ok && e.client != nil && now.Before(e.expires) {
-		return e.client.clone(), nil
+		return e.client.Clone(), nil
 	}
 	if ok && now.Before(e.bypassUntil) {
 		return c.Store.GetClient(ctx, id)
@@ -99,7 +99,7 @@ func (c *CachingStore) GetClient(ctx context.Context, id string) (fosite.Client,
 		if len(c.entries) >= maxCachedClients {
 			c.entries = map[string]clientEntry{}
 		}
-		c.entries[id] = clientEntry{client: cl.clone(), expires: now.Add(c.ttl)}
+		c.entries[id] = clientEntry{client: cl.Clone(), expires: now.Add(c.ttl)}
 	}
 	c.mu.Unlock()
 	return cl, nil
@@ -136,8 +136,8 @@ func (c *CachingStore) DeleteClient(ctx context.Context, id string) error {
 	return err
 }
 
-// clone returns a deep copy of c.
-func (c *Client) clone() *Client {
+// Clone returns a deep copy of c: no slice is shared with c.
+func (c *Client) Clone() *Client {
 	d := *c
 	d.SecretHash = slices.Clone(c.SecretHash)
 	d.RedirectURIs = slices.Clone(c.RedirectURIs)

@@ -208,14 +208,10 @@ func (s *Store) Ping(context.Context) error { return nil }
 
 // ---- clients ----
 
+// cloneClient is a deep copy of c with its times normalized as PostgreSQL
+// stores them.
 func cloneClient(c *storage.Client) storage.Client {
-	cp := *c
-	cp.SecretHash = slices.Clone(c.SecretHash)
-	cp.RedirectURIs = slices.Clone(c.RedirectURIs)
-	cp.GrantTypes = slices.Clone(c.GrantTypes)
-	cp.ResponseTypes = slices.Clone(c.ResponseTypes)
-	cp.Scopes = slices.Clone(c.Scopes)
-	cp.Contacts = slices.Clone(c.Contacts)
+	cp := *c.Clone()
 	cp.CreatedAt = storage.NormalizeTime(c.CreatedAt)
 	cp.UpdatedAt = storage.NormalizeTime(c.UpdatedAt)
 	return cp

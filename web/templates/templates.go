@@ -7,6 +7,7 @@
 package templates
 
 import (
+	"cmp"
 	"embed"
 	"html/template"
 	"io"
@@ -28,22 +29,15 @@ func mustRead(name string) []byte {
 
 // Pages is the parsed set of pages. The zero value is not usable; call Parse.
 type Pages struct {
-	login, consent, errorPage, demo, logout *template.Template
+	// set holds every page, each named by its file, plus layout.html's
+	// "head" and "foot".
+	set *template.Template
 }
 
 // Parse parses the embedded templates. It panics only if an embedded file is
 // malformed, which is a programmer error caught by any test.
 func Parse() *Pages {
-	parse := func(name string) *template.Template {
-		return template.Must(template.New(name).ParseFS(files, "layout.html", name))
-	}
-	return &Pages{
-		login:     parse("login.html"),
-		consent:   parse("consent.html"),
-		errorPage: parse("error.html"),
-		demo:      parse("demo.html"),
-		logout:    parse("logout.html"),
-	}
+	return &Pages{set: template.Must(template.ParseFS(files, "*.html"))}
 }
 
 // LoginData is the data of the login page.
@@ -78,26 +72,20 @@ type ErrorData struct {
 
 // Login renders the login page.
 func (p *Pages) Login(w io.Writer, d LoginData) error {
-	if d.Title == "" {
-		d.Title = "Sign in"
-	}
-	return p.login.ExecuteTemplate(w, "login.html", d)
+	d.Title = cmp.Or(d.Title, "Sign in")
+	return p.set.ExecuteTemplate(w, "login.html", d)
 }
 
 // Consent renders the consent page.
 func (p *Pages) Consent(w io.Writer, d ConsentData) error {
-	if d.Title == "" {
-		d.Title = "Allow access"
-	}
-	return p.consent.ExecuteTemplate(w, "consent.html", d)
+	d.Title = cmp.Or(d.Title, "Allow access")
+	return p.set.ExecuteTemplate(w, "consent.html", d)
 }
 
 // Error renders the error page.
 func (p *Pages) Error(w io.Writer, d ErrorData) error {
-	if d.Title == "" {
-		d.Title = "Something went wrong"
-	}
-	return p.errorPage.ExecuteTemplate(w, "error.html", d)
+	d.Title = cmp.Or(d.Title, "Something went wrong")
+	return p.set.ExecuteTemplate(w, "error.html", d)
 }
 
 // DemoData is the data of the "authd dev" demo callback page.
@@ -114,10 +102,8 @@ type DemoData struct {
 
 // Demo renders the demo callback page of "authd dev".
 func (p *Pages) Demo(w io.Writer, d DemoData) error {
-	if d.Title == "" {
-		d.Title = "Demo app"
-	}
-	return p.demo.ExecuteTemplate(w, "demo.html", d)
+	d.Title = cmp.Or(d.Title, "Demo app")
+	return p.set.ExecuteTemplate(w, "demo.html", d)
 }
 
 // LogoutData is the data of the sign-out page.
@@ -130,8 +116,6 @@ type LogoutData struct {
 
 // Logout renders the sign-out page: a confirmation form, or the result.
 func (p *Pages) Logout(w io.Writer, d LogoutData) error {
-	if d.Title == "" {
-		d.Title = "Sign out"
-	}
-	return p.logout.ExecuteTemplate(w, "logout.html", d)
+	d.Title = cmp.Or(d.Title, "Sign out")
+	return p.set.ExecuteTemplate(w, "logout.html", d)
 }
