@@ -50,7 +50,11 @@ func TestClientCacheKeepsExchangeInvariants(t *testing.T) {
 
 			// A fresh code: wrong verifier does not consume it; the right one works.
 			code, v = h.code(t, publicClient)
-			if r := h.exchange(t, publicClient, code, v[:len(v)-1]+"A", publicRedirect); r.status != 400 {
+			wrong := v[:len(v)-1] + "A"
+			if wrong == v {
+				wrong = v[:len(v)-1] + "B" // one verifier in 64 ends in A
+			}
+			if r := h.exchange(t, publicClient, code, wrong, publicRedirect); r.status != 400 {
 				t.Fatalf("wrong verifier: %d %v", r.status, r.body)
 			}
 			if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status != 200 {
