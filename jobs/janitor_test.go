@@ -129,6 +129,9 @@ func seedSQL(t *testing.T, pool *pgxpool.Pool, expired, live int) {
 		`INSERT INTO jobs (kind, status, locked_by, finished_at)
 			SELECT 'old', 'done', 'w', now() - interval '30 days' FROM generate_series(1, $1)
 			UNION ALL SELECT 'recent', 'done', 'w', now() FROM generate_series(1, $2)`,
+		`INSERT INTO replay_records (key, request_id, client_id, fingerprint, sealed, window_end)
+			SELECT 'old-' || g, 'r', (SELECT min(id) FROM clients), 'f', 's'::bytea, now() - interval '1 hour' FROM generate_series(1, $1) g
+			UNION ALL SELECT 'live-' || g, 'r', (SELECT min(id) FROM clients), 'f', 's'::bytea, now() + interval '1 hour' FROM generate_series(1, $2) g`,
 	} {
 		if _, err := pool.Exec(context.Background(), q, expired, live); err != nil {
 			t.Fatal(err)
@@ -142,10 +145,12 @@ func countSQL(t *testing.T, pool *pgxpool.Pool) (expired, live int) {
 	err := pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM client_assertion_jwts WHERE jti LIKE 'old-%')
 		+ (SELECT count(*) FROM idempotency_keys WHERE convert_from(key_hash, 'UTF8') LIKE 'old-%')
-		+ (SELECT count(*) FROM jobs WHERE kind = 'old'),
+		+ (SELECT count(*) FROM jobs WHERE kind = 'old')
+		+ (SELECT count(*) FROM replay_records WHERE key LIKE 'old-%'),
 		(SELECT count(*) FROM client_assertion_jwts WHERE jti LIKE 'live-%')
 		+ (SELECT count(*) FROM idempotency_keys WHERE convert_from(key_hash, 'UTF8') LIKE 'live-%')
-		+ (SELECT count(*) FROM jobs WHERE kind = 'recent')`).Scan(&expired, &live)
+		+ (SELECT count(*) FROM jobs WHERE kind = 'recent')
+		+ (SELECT count(*) FROM replay_records WHERE key LIKE 'live-%')`).Scan(&expired, &live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,16 +189,16 @@ func TestJanitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(kinds) || n != 7 {
+	if n != len(kinds) || n != 8 {
 		t.Errorf("RunDue ran %d jobs, want one per kind (%d)", n, len(kinds))
 	}
-	if batches < 7*3 {
+	if batches < 8*3 {
 		t.Errorf("%d batches of 10 for 25+ rows per kind, want at least 3 per kind", batches)
 	}
 
 	checkSeed(t, store, expired, live)
-	if e, l := countSQL(t, pool); e != 0 || l != 3*live {
-		t.Errorf("JTIs, idempotency keys and finished jobs: %d expired and %d live left; want 0, %d", e, l, 3*live)
+	if e, l := countSQL(t, pool); e != 0 || l != 4*live {
+		t.Errorf("JTIs, idempotency keys, finished jobs and replay records: %d expired and %d live left; want 0, %d", e, l, 4*live)
 	}
 	for _, kind := range tokenKinds {
 		want := float64(expired)

@@ -72,10 +72,11 @@ func TestClientCredentials(t *testing.T) {
 				t.Errorf("introspection reports a username for a client token: %v", in.body)
 			}
 
-			// client_secret_post works too; no scope means no scope.
+			// The registered method (client_secret_basic) is the only one
+			// accepted: the same secret in the body is invalid_client.
 			res = h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {serviceClient}, "client_secret": {serviceSecret}}, "", "")
-			if res.status != http.StatusOK || res.str("access_token") == "" {
-				t.Errorf("client_secret_post: %d %v", res.status, res.body)
+			if res.status != http.StatusUnauthorized || res.str("error") != "invalid_client" || res.header.Get("WWW-Authenticate") == "" {
+				t.Errorf("client_secret_post for a client_secret_basic client: %d %v", res.status, res.body)
 			}
 
 			for _, c := range []struct {

@@ -51,14 +51,18 @@ type Config struct {
 	IdempotencyKeyTTL time.Duration
 	// LoginLimits slows down failed sign-ins per username and client IP.
 	LoginLimits LoginLimits
-	// TokenLimits rate-limits the token endpoint per client_id
-	// (zero value: off).
+	// TokenLimits rate-limits the token endpoint per authenticated
+	// client_id (zero value: off).
 	TokenLimits TokenLimits
+	// AuthFailureLimits bounds failed client authentications at the token
+	// endpoint per source address (default 20/s, burst 100); PerSecond < 0
+	// turns it off.
+	AuthFailureLimits TokenLimits
 	// ClientCacheTTL, when positive, caches clients in process for that
-	// long and answers fosite's repeated read of a code within one token
-	// request from the first (storage.CachingStore). Writes through this
-	// server invalidate at once; other processes see a change within the
-	// TTL. Zero (the default) turns it off.
+	// long (storage.CachingStore). Writes through this server invalidate at
+	// once; other processes see a change within the TTL. Zero (the
+	// default) turns it off. It changes nothing else: every exchange is one
+	// write transaction either way.
 	ClientCacheTTL time.Duration
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
@@ -97,6 +101,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ReplayWindow < 0 {
 		c.DisableReplay = true
+	}
+	if c.AuthFailureLimits.PerSecond == 0 {
+		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
 	}
 	if c.ReplayWaitTimeout == 0 {
 		c.ReplayWaitTimeout = 5 * time.Second

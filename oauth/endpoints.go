@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -11,15 +12,6 @@ import (
 
 	"github.com/authd/authd/web/templates"
 )
-
-// writeJSON writes v as JSON with the given status and no-store caching.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Pragma", "no-cache")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
 
 // isAdmin reports whether r carries one of the configured admin bearer
 // tokens (the admin API's check, constant-time).
@@ -34,36 +26,32 @@ func (s *Server) isAdmin(r *http.Request) bool {
 
 // handleIntrospect implements RFC 7662 token introspection. The caller must
 // be a confidential client (RFC 7662 §2.1: the endpoint requires
-// authorization) or present an admin token.
+// authorization) or present an admin token. It reads as the token
+// endpoint does: parse, authenticate, check, act, write (writer.go).
 func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if err := parseTokenForm(r); err != nil {
-		s.writeOAuthError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
 	if !s.isAdmin(r) {
 		if hasBearer(r.Header.Get("Authorization")) {
-			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("The bearer token is not an admin token."))
+			s.writeError(w, r, fosite.ErrInvalidClient.WithHint("The bearer token is not an admin token."))
 			return
 		}
-		if r.Header.Get("Authorization") == "" && r.PostForm.Get("client_id") == "" {
-			// RFC 7662 §2.1: the endpoint requires authorization.
-			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Introspection requires client authentication or an admin bearer token (RFC 7662 §2.1)."))
-			return
-		}
-		client, err := s.provider.AuthenticateClient(ctx, r, r.PostForm)
+		client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
 		if err != nil {
-			s.writeOAuthError(w, r, err)
+			s.writeError(w, r, err)
 			return
 		}
 		if client.IsPublic() {
-			s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Public clients may not introspect tokens (RFC 7662 §2.1)."))
+			s.writeError(w, r, fosite.ErrInvalidClient.WithHint("Public clients may not introspect tokens (RFC 7662 Section 2.1)."))
 			return
 		}
 	}
 	token := r.PostForm.Get("token")
 	if token == "" {
-		s.writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7662 §2.1)."))
+		s.writeError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7662 Section 2.1)."))
 		return
 	}
 	hint := fosite.TokenUse(r.PostForm.Get("token_type_hint"))
@@ -103,28 +91,41 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// handleRevoke implements RFC 7009 token revocation through fosite.
+// handleRevoke implements RFC 7009 token revocation: parse, authenticate
+// the client as at the token endpoint (RFC 7009 §2.1), revoke through
+// fosite (the grant's tokens and, through revokingStore, its replay
+// entries), write. A token issued to another client is refused with
+// unauthorized_client and stays active (RFC 7009 §2.1: "If this
+// validation fails, the request is refused and the client is informed of
+// the error"); an unknown, invalid or already revoked token is 200
+// (RFC 7009 §2.2).
 func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if err := parseTokenForm(r); err != nil {
-		s.writeOAuthError(w, r, err)
+		s.writeError(w, r, err)
 		return
 	}
-	if h := r.Header.Get("Authorization"); (h == "" || hasBearer(h)) && r.PostForm.Get("client_id") == "" {
-		// RFC 7009 §2.1: the client authenticates as at the token endpoint.
-		s.writeOAuthError(w, r, fosite.ErrInvalidClient.WithHint("Revocation requires client authentication: HTTP Basic or client_id (and client_secret) in the body (RFC 7009 §2.1)."))
+	client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if r.PostForm.Get("token") == "" {
 		// RFC 7009 §2.1: token is REQUIRED.
-		s.writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7009 §2.1)."))
+		s.writeError(w, r, fosite.ErrInvalidRequest.WithHint("The token parameter is missing (RFC 7009 Section 2.1)."))
 		return
 	}
-	err := s.provider.NewRevocationRequest(ctx, r)
-	if err != nil && fosite.ErrorToRFC6749Error(err).CodeField >= 500 {
-		s.log.Error("revocation", "error", err)
+	err = s.provider.NewRevocationRequest(withClient(ctx, client), r)
+	switch {
+	case err == nil:
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Pragma", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	case errors.Is(err, fosite.ErrUnauthorizedClient):
+		s.writeError(w, r, fosite.ErrUnauthorizedClient.WithHint("The token was not issued to this client; it was not revoked (RFC 7009 Section 2.1)."))
+	default:
+		s.writeError(w, r, err)
 	}
-	s.provider.WriteRevocationResponse(ctx, w, err)
 }
 
 // metadata is the RFC 8414 §2 authorization server metadata.

@@ -53,7 +53,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"token multipart", "POST", "/oauth2/token", "multipart/form-data; boundary=x", "--x--", "", 400, "invalid_request"},
 		{"token bad percent-encoding", "POST", "/oauth2/token", form, "grant_type=%zz", "", 400, "invalid_request"},
 		{"token oversized body", "POST", "/oauth2/token", form, good() + "&pad=" + strings.Repeat("a", 70<<10), "", 413, "invalid_request"},
-		{"token empty body", "POST", "/oauth2/token", form, "", "", 400, "invalid_request"},
+		{"token empty body", "POST", "/oauth2/token", form, "", "", 401, "invalid_client"},
 		// Parameters.
 		{"duplicate grant_type", "POST", "/oauth2/token", form, good() + "&grant_type=authorization_code", "", 400, "invalid_request"},
 		{"duplicate code", "POST", "/oauth2/token", form, good() + "&code=x", "", 400, "invalid_request"},
@@ -72,7 +72,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"garbage refresh_token", "POST", "/oauth2/token", form, "grant_type=refresh_token&client_id=" + publicClient + "&refresh_token=x", "", 400, "invalid_grant"},
 		// Client authentication.
 		{"unknown client", "POST", "/oauth2/token", form, good("client_id", "nobody"), "", 401, "invalid_client"},
-		{"missing client_id", "POST", "/oauth2/token", form, good("client_id", ""), "", 400, "invalid_request"},
+		{"missing client_id", "POST", "/oauth2/token", form, good("client_id", ""), "", 401, "invalid_client"},
 		{"public client sends secret in body", "POST", "/oauth2/token", form, good("client_secret", "s3cret"), "", 401, "invalid_client"},
 		{"public client sends secret in Basic", "POST", "/oauth2/token", form, good("client_id", ""), basic(publicClient, "s3cret"), 401, "invalid_client"},
 		{"confidential wrong secret Basic", "POST", "/oauth2/token", form, good("client_id", "", "code", confCode, "code_verifier", confVerifier, "redirect_uri", confRedirect), basic(confClient, "wrong"), 401, "invalid_client"},
@@ -81,7 +81,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"Basic and body secret", "POST", "/oauth2/token", form, good("client_id", "", "client_secret", confSecret), basic(confClient, confSecret), 400, "invalid_request"},
 		{"Basic and other body client_id", "POST", "/oauth2/token", form, good(), basic(confClient, confSecret), 400, "invalid_request"},
 		{"Basic bad base64", "POST", "/oauth2/token", form, good("client_id", ""), "Basic !!!notbase64", 401, "invalid_client"},
-		{"Basic bad url-encoding", "POST", "/oauth2/token", form, good("client_id", ""), "Basic " + base64.StdEncoding.EncodeToString([]byte("%zz:%zz")), 400, "invalid_request"},
+		{"Basic bad url-encoding", "POST", "/oauth2/token", form, good("client_id", ""), "Basic " + base64.StdEncoding.EncodeToString([]byte("%zz:%zz")), 401, "invalid_client"},
 		{"code of another client", "POST", "/oauth2/token", form, good("client_id", "", "code", code), basic(confClient, confSecret), 400, "invalid_grant"},
 		// Revocation (RFC 7009).
 		{"revoke GET", "GET", "/oauth2/revoke", "", "", "", 405, "invalid_request"},

@@ -1,11 +1,6 @@
 package oauth
 
 import (
-	"context"
-	"net/http"
-	"net/url"
-	"strings"
-
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	fositeoauth2 "github.com/ory/fosite/handler/oauth2"
@@ -27,7 +22,11 @@ type provider struct {
 // newProvider composes fosite: the authorization code grant, then PKCE (it
 // needs the code the former produced), refresh, client credentials,
 // introspection and revocation.
-func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provider {
+//
+// store is the store fosite's handlers use; the code and refresh handlers
+// see it through fositeStore (adapter.go), and every path that revokes goes
+// through revokingStore (revoke.go), which the caller passes as store.
+func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *provider {
 	fc := &fosite.Config{
 		AccessTokenLifespan:   cfg.AccessTokenTTL,
 		RefreshTokenLifespan:  cfg.RefreshTokenTTL,
@@ -45,20 +44,21 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 		// settings stay off so its handler, never registered, cannot matter.
 		EnforcePKCE:                false,
 		SendDebugMessagesToClients: false,
-		ClientSecretsHasher:        hasher,
+		ClientSecretsHasher:        auth.hasher,
 		MinParameterEntropy:        fosite.MinParameterEntropy,
 	}
 	strategy := compose.NewOAuth2HMACStrategy(fc)
 
-	// The grant handlers see the store through reuseGuard: reuse revokes
-	// only for the client the code or refresh token was issued to.
-	guarded := reuseGuard{store}
+	// The grant handlers see the store through fositeStore: a redeemed
+	// code or used refresh token comes back as *errGrantUsed, for the
+	// exchanger to decide (retry or reuse).
+	guarded := fositeStore{store}
 	codeHandler := &fositeoauth2.AuthorizeExplicitGrantHandler{
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,
 		AuthorizeCodeStrategy:  strategy,
 		CoreStorage:            guarded,
-		TokenRevocationStorage: guarded,
+		TokenRevocationStorage: store,
 		Config:                 fc,
 	}
 	pkceHandler := &pkce.Handler{
@@ -109,46 +109,6 @@ func newProvider(cfg Config, store storage.Store, hasher fosite.Hasher) *provide
 		strategy: strategy,
 		pkce:     pkceHandler,
 	}
-	fc.ClientAuthenticationStrategy = p.authenticateClient
+	fc.ClientAuthenticationStrategy = auth.authenticate
 	return p
-}
-
-// authenticateClient is fosite's client authentication with two rules of
-// RFC 6749 §2.3 that fosite leaves out:
-//   - a client uses one authentication method per request (§2.3.1): HTTP
-//     Basic and a client_secret in the body together are invalid_request,
-//     as is a body client_id that differs from the Basic one;
-//   - a public client has no secret (§2.1): one that sends a secret is
-//     refused with invalid_client rather than silently accepted.
-func (p *provider) authenticateClient(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
-	basicID, _, basic := r.BasicAuth()
-	if basic {
-		if form.Get("client_secret") != "" {
-			return nil, fosite.ErrInvalidRequest.WithHint("The client authenticated with both HTTP Basic and a client_secret in the body; use one method (RFC 6749 §2.3.1).")
-		}
-		if id := form.Get("client_id"); id != "" {
-			if dec, err := url.QueryUnescape(basicID); err == nil && dec != id {
-				return nil, fosite.ErrInvalidRequest.WithHint("The client_id in the body differs from the one in the HTTP Basic credentials.")
-			}
-		}
-	} else if h := r.Header.Get("Authorization"); h != "" && !hasBearer(h) {
-		return nil, fosite.ErrInvalidClient.WithHint("The Authorization header is not valid HTTP Basic credentials (RFC 6749 §2.3.1).")
-	}
-	client, err := p.DefaultClientAuthenticationStrategy(ctx, r, form)
-	if err != nil {
-		return nil, err
-	}
-	if client.IsPublic() {
-		_, secret, _ := r.BasicAuth()
-		if secret != "" || form.Get("client_secret") != "" {
-			return nil, fosite.ErrInvalidClient.WithHint("This client is public (token_endpoint_auth_method none) and must not send a client_secret.")
-		}
-	}
-	return client, nil
-}
-
-// hasBearer reports whether an Authorization header uses the Bearer scheme
-// (case-insensitive, RFC 9110 §11.1).
-func hasBearer(h string) bool {
-	return len(h) > 7 && strings.EqualFold(h[:7], "Bearer ")
 }

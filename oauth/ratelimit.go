@@ -222,3 +222,56 @@ func (c *clientLimiter) allow(clientID string) (bool, time.Duration) {
 	}
 	return true, 0
 }
+
+// failureLimiter bounds failures per key (a source address): check peeks
+// without spending, charge spends one token per failure, so successes are
+// never counted. Token bucket, golang.org/x/time/rate.
+type failureLimiter struct {
+	perSecond float64
+	burst     int
+	mu        sync.Mutex
+	m         map[string]*rate.Limiter
+}
+
+func newFailureLimiter(perSecond float64, burst int) *failureLimiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	return &failureLimiter{perSecond: perSecond, burst: max(burst, 1), m: map[string]*rate.Limiter{}}
+}
+
+func (f *failureLimiter) limiter(key string) *rate.Limiter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lim := f.m[key]
+	if lim == nil {
+		if len(f.m) > 100_000 {
+			f.m = map[string]*rate.Limiter{} // bound memory
+		}
+		lim = rate.NewLimiter(rate.Limit(f.perSecond), f.burst)
+		f.m[key] = lim
+	}
+	return lim
+}
+
+// check reports whether key may try now, else how long to wait.
+func (f *failureLimiter) check(key string) (bool, time.Duration) {
+	if f == nil {
+		return true, 0
+	}
+	lim := f.limiter(key)
+	if lim.Tokens() >= 1 {
+		return true, 0
+	}
+	r := lim.Reserve()
+	d := r.Delay()
+	r.Cancel()
+	return false, d
+}
+
+// charge records one failure of key.
+func (f *failureLimiter) charge(key string) {
+	if f != nil {
+		f.limiter(key).Allow()
+	}
+}

@@ -28,8 +28,15 @@ type Server struct {
 	cookies  *cookieCodec
 	pages    *templates.Pages
 	metrics  *metrics
-	replay   *replayer
 	handler  http.Handler
+
+	// The token pipeline (token.go): client authentication, the grants,
+	// and the exchanger (the replay cache around fosite and the durable
+	// replay record).
+	clientAuth    *clientAuthenticator
+	grants        map[string]grant
+	exchanger     exchanger
+	authFailLimit *failureLimiter
 
 	loginLimit  *loginLimiter
 	clientLimit *clientLimiter
@@ -67,13 +74,34 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		pages:   templates.Parse(),
 		metrics: newMetrics(),
 	}
-	s.provider = newProvider(cfg, deps.Store, s.hasher)
+	cache := deps.Cache
+	if cfg.DisableReplay {
+		cache = nil
+	}
+	// Every path that ends a grant goes through revokingStore, which also
+	// drops the grant's replay cache entries.
+	revoking := revokingStore{Store: deps.Store, cache: cache, onError: func(err error) {
+		s.metrics.replay.WithLabelValues("fail_open").Inc()
+		s.log.Warn("replay cache entry of a revoked grant not dropped; it expires with the replay window", "error", err)
+	}}
+	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
+	s.provider = newProvider(cfg, revoking, s.clientAuth)
+	s.grants = s.provider.grants()
+	sealKey := deriveKey(cfg.Secret, "replay-cache")
+	window := cfg.ReplayWindow
+	if cfg.DisableReplay {
+		window = 0
+	}
+	s.exchanger = &grantExchanger{provider: s.provider, store: revoking, sealKey: sealKey,
+		window: window, now: deps.Now, log: deps.Logger}
+	if cache != nil {
+		s.exchanger = &replayCache{next: s.exchanger, cache: cache, sealKey: sealKey,
+			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
+	}
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
-	s.admin = newAdmin(cfg, Deps{Store: deps.Store, Logger: deps.Logger, Now: deps.Now})
-	if deps.Cache != nil && !cfg.DisableReplay {
-		s.replay = newReplayer(s, deps.Cache)
-	}
+	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
+	s.admin = newAdmin(cfg, Deps{Store: revoking, Logger: deps.Logger, Now: deps.Now})
 	s.handler = s.routes()
 	return s, nil
 }

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -10,8 +9,10 @@ import (
 	"github.com/ory/fosite"
 )
 
-// CachingStore is a Store that saves database round trips on the hot paths
-// without changing who decides anything (design.md, principle 1):
+// CachingStore is a Store that caches clients, and nothing else: it saves
+// the client read of every token request without changing who decides
+// anything (docs/architecture.md, "Invariants"), and no protocol rule
+// depends on whether it is on.
 //
 //   - GetClient answers from a short-lived in-process cache of clients.
 //     Writes made through this store (CreateClient, UpdateClient,
@@ -23,14 +24,6 @@ import (
 //     or a removed redirect URI keeps working there that long. Tokens are
 //     never issued to a deleted client: their rows reference the client and
 //     the insert fails. Absent clients are never cached.
-//   - Within one token request (a context from WithRequestMemo), the second
-//     GetAuthorizeCodeSession of the same code is answered from the first:
-//     fosite reads the code in HandleTokenEndpointRequest and again in
-//     PopulateTokenEndpointResponse. The code is still redeemed by the
-//     conditional UPDATE in InvalidateAuthorizeCodeSession, which alone
-//     decides a race, so nothing is read that decides anything. The PKCE
-//     session is deleted in the redeeming transaction (one write
-//     transaction per exchange).
 //
 // Every other method goes straight to the wrapped Store.
 type CachingStore struct {
@@ -146,109 +139,4 @@ func (c *Client) Clone() *Client {
 	d.Scopes = slices.Clone(c.Scopes)
 	d.Contacts = slices.Clone(c.Contacts)
 	return &d
-}
-
-// ---- request memo ----
-
-type memoKey struct{}
-
-// requestMemo holds the codes read during one token request, and the PKCE
-// sessions already deleted in its transaction.
-type requestMemo struct {
-	mu          sync.Mutex
-	codes       map[string]memoCode
-	pkceDeleted map[string]bool
-}
-
-type memoCode struct {
-	rec    Record
-	client fosite.Client
-}
-
-// WithRequestMemo returns a context for one token request: a CachingStore
-// answers a repeated GetAuthorizeCodeSession of an active code made with it
-// (or a context derived from it) from the first answer.
-func WithRequestMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, memoKey{}, &requestMemo{codes: map[string]memoCode{}, pkceDeleted: map[string]bool{}})
-}
-
-// GetAuthorizeCodeSession reads the code, or within a request memo repeats
-// the first successful read of it: a fresh request, with the stored
-// session decoded again into session, as the backend does.
-func (c *CachingStore) GetAuthorizeCodeSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
-	m, _ := ctx.Value(memoKey{}).(*requestMemo)
-	if m != nil {
-		m.mu.Lock()
-		mc, ok := m.codes[sig]
-		m.mu.Unlock()
-		if ok {
-			return mc.rec.Decode(mc.client, session)
-		}
-	}
-	req, err := c.Store.GetAuthorizeCodeSession(ctx, sig, session)
-	if err != nil || m == nil {
-		return req, err
-	}
-	// Snapshot now, before fosite changes the request or its session.
-	if rec, eerr := EncodeRequest(req); eerr == nil {
-		m.mu.Lock()
-		m.codes[sig] = memoCode{rec: rec.Clone(), client: req.GetClient()}
-		m.mu.Unlock()
-	}
-	return req, nil
-}
-
-// InvalidateAuthorizeCodeSession redeems the code on the wrapped store (the
-// conditional write that decides) and forgets it from the request memo.
-//
-// Within a request memo and a transaction (fosite's redemption), a code
-// that was redeemed has its PKCE session deleted in the same transaction,
-// so an exchange is exactly one write transaction: before, the PKCE
-// handler deleted it after the commit, in a transaction (and a WAL flush)
-// of its own. The PKCE check has passed by then (fosite runs every
-// handler's check before any handler issues tokens), so a wrong verifier
-// still never consumes a code; if the transaction rolls back, the session
-// comes back with the code. The PKCE handler's later delete is then
-// answered without a round trip.
-func (c *CachingStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
-	m, _ := ctx.Value(memoKey{}).(*requestMemo)
-	if m != nil {
-		m.mu.Lock()
-		delete(m.codes, sig)
-		m.mu.Unlock()
-	}
-	if err := c.Store.InvalidateAuthorizeCodeSession(ctx, sig); err != nil {
-		return err
-	}
-	if m == nil || ctx.Value(cachingTxKey{}) == nil {
-		return nil
-	}
-	err := c.Store.DeletePKCERequestSession(ctx, sig)
-	switch {
-	case err == nil:
-		m.mu.Lock()
-		m.pkceDeleted[sig] = true
-		m.mu.Unlock()
-	case errors.Is(err, ErrNotFound):
-		// Nothing to delete (a code issued without PKCE is refused before
-		// this point; the janitor may have removed an expired session).
-	default:
-		return err
-	}
-	return nil
-}
-
-// DeletePKCERequestSession deletes the PKCE session, unless this request's
-// transaction already did (see InvalidateAuthorizeCodeSession).
-func (c *CachingStore) DeletePKCERequestSession(ctx context.Context, sig string) error {
-	if m, _ := ctx.Value(memoKey{}).(*requestMemo); m != nil {
-		m.mu.Lock()
-		done := m.pkceDeleted[sig]
-		delete(m.pkceDeleted, sig)
-		m.mu.Unlock()
-		if done {
-			return nil
-		}
-	}
-	return c.Store.DeletePKCERequestSession(ctx, sig)
 }

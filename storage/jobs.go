@@ -185,6 +185,9 @@ const (
 	// CleanupJobs deletes done and failed jobs that finished before the
 	// cutoff (the caller passes now minus its retention).
 	CleanupJobs = "jobs"
+	// CleanupReplayRecords deletes durable replay records whose window
+	// closed (docs/architecture.md, "The exchange").
+	CleanupReplayRecords = "replay_records"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

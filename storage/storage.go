@@ -138,16 +138,6 @@ type UserStore interface {
 	SetUserPassword(ctx context.Context, username string, hash []byte) error
 }
 
-// TokenChecker answers the one question the replay cache asks before it
-// returns a stored response: is that access token still good?
-type TokenChecker interface {
-	// AccessTokenActive reports whether an access token with signature
-	// exists, is active (not revoked, rotated or reused) and has not
-	// expired. A missing token is (false, nil). It reads one row and
-	// decodes nothing.
-	AccessTokenActive(ctx context.Context, signature string) (bool, error)
-}
-
 // Pinger reports whether the backend is reachable (for /readyz).
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -181,7 +171,7 @@ type Store interface {
 	oauth2.TokenRevocationStorage
 	pkce.PKCERequestStorage
 	fositestorage.Transactional
-	TokenChecker
 	Pinger
 	IdempotencyStore
+	ReplayStore
 }

@@ -20,6 +20,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupPKCESessions,
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
+	storage.CleanupReplayRecords,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -49,6 +50,12 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		t = s.pkce
 	case storage.CleanupIdempotencyKeys:
 		return s.DeleteExpiredIdempotencyKeys(ctx, before, limit)
+	case storage.CleanupReplayRecords:
+		n := 0
+		s.tx(func() {
+			n = s.deleteExpiredReplays(ctx, func(r storage.ReplayRecord) bool { return r.WindowEnd.Before(before) }, limit)
+		})
+		return n, nil
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -12,6 +12,13 @@
 // overwrote even if another caller changed them meanwhile. Single-use
 // operations are still atomic (each is one critical section), which is what
 // the conformance suite checks. Nested BeginTX calls act like savepoints.
+//
+// One row lock is emulated, as PostgreSQL's row lock behaves for the
+// conditional writes that decide a race: a code redeemed (or a refresh token
+// rotated) inside a transaction stays locked until that transaction ends, and
+// a concurrent redemption of it from another transaction waits for the end
+// before it answers. The loser of a redemption race therefore sees the
+// winner's replay record (docs/architecture.md, "The exchange").
 package memory
 
 import (
@@ -72,12 +79,20 @@ type Store struct {
 	// created on first claim.
 	idempotency idempotencyTable
 
+	// replays holds the durable replay records (replay.go).
+	replays map[string]storage.ReplayRecord
+	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
+	// + signature) to the root transaction that holds it; unlock wakes
+	// the waiters through cond.
+	rowLocks map[string]*memTx
+	cond     *sync.Cond
+
 	now func() time.Time
 }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{
+	s := &Store{
 		clients: map[string]storage.Client{},
 		users:   map[string]storage.User{},
 		jtis:    map[string]time.Time{},
@@ -88,7 +103,11 @@ func New() *Store {
 		now:     time.Now,
 
 		revokedGrants: map[string]bool{},
+		replays:       map[string]storage.ReplayRecord{},
+		rowLocks:      map[string]*memTx{},
 	}
+	s.cond = sync.NewCond(&s.mu)
+	return s
 }
 
 // tx runs f with the store locked.
@@ -177,6 +196,7 @@ func (s *Store) Commit(ctx context.Context) error {
 			t.parent.undo = append(t.parent.undo, t.undo...)
 		}
 		t.undo = nil
+		s.unlockRows(t)
 	})
 	return err
 }
@@ -199,6 +219,7 @@ func (s *Store) Rollback(ctx context.Context) error {
 			t.undo[i]()
 		}
 		t.undo = nil
+		s.unlockRows(t)
 	})
 	return err
 }
@@ -229,17 +250,6 @@ func (s *Store) LockClient(_ context.Context, id string) error {
 		return fmt.Errorf("memory: client %q: %w", id, storage.ErrNotFound)
 	}
 	return nil
-}
-
-// AccessTokenActive reports whether the access token with signature sig is
-// active and unexpired; a missing one is (false, nil).
-func (s *Store) AccessTokenActive(_ context.Context, sig string) (bool, error) {
-	var ok bool
-	s.tx(func() {
-		e, found := s.access[sig]
-		ok = found && e.active && (e.expiresAt.IsZero() || s.now().Before(e.expiresAt))
-	})
-	return ok, nil
 }
 
 // GetClient returns the client with the given id.
@@ -327,6 +337,12 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 				if e.rec.ClientID == id {
 					s.deleteEntry(ctx, t, sig)
 				}
+			}
+		}
+		for key, r := range s.replays {
+			if r.ClientID == id {
+				delete(s.replays, key)
+				s.record(ctx, func() { s.replays[key] = r })
 			}
 		}
 	})
@@ -545,6 +561,7 @@ func (s *Store) GetAuthorizeCodeSession(_ context.Context, sig string, session f
 func (s *Store) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
 	var err error
 	s.tx(func() {
+		s.waitRow(ctx, "c:"+sig)
 		e, ok := s.codes[sig]
 		switch {
 		case !ok:
@@ -554,6 +571,7 @@ func (s *Store) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) 
 		default:
 			e.active = false
 			s.setEntry(ctx, s.codes, sig, e)
+			s.lockRow(ctx, "c:"+sig)
 		}
 	})
 	return err
@@ -624,6 +642,7 @@ func (s *Store) DeleteRefreshTokenSession(ctx context.Context, sig string) error
 func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
 	var err error
 	s.tx(func() {
+		s.waitRow(ctx, "r:"+sig)
 		e, ok := s.refresh[sig]
 		switch {
 		case !ok:
@@ -634,6 +653,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) e
 			e.active = false
 			s.setEntry(ctx, s.refresh, sig, e)
 			s.deactivateByRequest(ctx, s.access, requestID)
+			s.lockRow(ctx, "r:"+sig)
 		}
 	})
 	return err
@@ -644,6 +664,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) e
 func (s *Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
 	s.tx(func() {
 		s.deactivateByRequest(ctx, s.refresh, requestID)
+		s.revokeReplays(ctx, requestID)
 		// Revoking a refresh token revokes the grant (RFC 7009 §2.1): a
 		// rotation already under way must not leave its new pair active.
 		s.revokedGrants[requestID] = true
@@ -654,7 +675,10 @@ func (s *Store) RevokeRefreshToken(ctx context.Context, requestID string) error 
 // RevokeAccessToken marks every access token of requestID inactive
 // (RFC 7009 §2.1). It succeeds when there is none.
 func (s *Store) RevokeAccessToken(ctx context.Context, requestID string) error {
-	s.tx(func() { s.deactivateByRequest(ctx, s.access, requestID) })
+	s.tx(func() {
+		s.deactivateByRequest(ctx, s.access, requestID)
+		s.revokeReplays(ctx, requestID)
+	})
 	return nil
 }
 

@@ -232,6 +232,7 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupClientAssertionJWTs, `expires_at < $1`},
 	{storage.CleanupIdempotencyKeys, `expires_at <= $1`},
 	{storage.CleanupJobs, `status IN ('done', 'failed') AND finished_at < $1`},
+	{storage.CleanupReplayRecords, `window_end < $1`},
 }
 
 // CleanupKinds returns every storage.Cleanup* kind: the schema holds them

@@ -111,24 +111,6 @@ func (s *Store) deactivateByRequest(ctx context.Context, table, id string) error
 	return translate("revoke "+kinds[table]+"s", err)
 }
 
-// AccessTokenActive reports whether the access token with signature sig is
-// active and unexpired; a missing one is (false, nil).
-func (s *Store) AccessTokenActive(ctx context.Context, sig string) (bool, error) {
-	var ok bool
-	err := s.q(ctx).QueryRow(ctx, `SELECT active AND (expires_at IS NULL OR expires_at > now())
-		FROM access_tokens WHERE signature = $1`, sig).Scan(&ok)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		if errors.Is(translate("", err), storage.ErrNotFound) {
-			return false, nil // bytes no row can hold
-		}
-		return false, translate("access token active", err)
-	}
-	return ok, nil
-}
-
 // CreateAuthorizeCodeSession stores req under the code signature sig.
 // It returns storage.ErrAlreadyExists if sig is taken and
 // storage.ErrNotFound if the request's client does not exist.
@@ -249,14 +231,20 @@ func (s *Store) revokeGrant(ctx context.Context, table, requestID string) error 
 		if _, err := s.q(ctx).Exec(ctx, grantLockSQL, requestID); err != nil {
 			return translate("lock grant", err)
 		}
-		return s.deactivateByRequest(ctx, table, requestID)
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, grantLockSQL, requestID); err != nil {
+		if err := s.deactivateByRequest(ctx, table, requestID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE `+table+` SET active = false WHERE request_id = $1 AND active`, requestID)
-		return err
+		_, err := s.q(ctx).Exec(ctx, revokeReplaySQL, requestID)
+		return translate("revoke replay records", err)
+	}
+	// One transaction, one round trip per statement, batched: the lock,
+	// the tokens, and the grant's replay records (storage.ReplayStore).
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(grantLockSQL, requestID)
+		b.Queue(`UPDATE `+table+` SET active = false WHERE request_id = $1 AND active`, requestID)
+		b.Queue(revokeReplaySQL, requestID)
+		return tx.SendBatch(ctx, b).Close()
 	})
 	return translate("revoke "+kinds[table]+"s", err)
 }

@@ -92,34 +92,3 @@ func testLockClient(t *testing.T, s storage.Store) {
 		t.Fatal(err)
 	}
 }
-
-// testAccessTokenActive: AccessTokenActive is true for a live token and
-// false for a revoked, expired or missing one.
-func testAccessTokenActive(t *testing.T, s storage.Store) {
-	ctx := t.Context()
-	mustClient(t, s, "c1")
-	live := newRequest("c1", "req-live")
-	if err := s.CreateAccessTokenSession(ctx, "at-live", live); err != nil {
-		t.Fatal(err)
-	}
-	old := newRequest("c1", "req-old")
-	old.Session.(*fosite.DefaultSession).ExpiresAt[fosite.AccessToken] = time.Now().Add(-time.Minute)
-	if err := s.CreateAccessTokenSession(ctx, "at-old", old); err != nil {
-		t.Fatal(err)
-	}
-	check := func(sig string, want bool) {
-		t.Helper()
-		got, err := s.AccessTokenActive(ctx, sig)
-		if err != nil || got != want {
-			t.Fatalf("AccessTokenActive(%s) = %v, %v; want %v", sig, got, err, want)
-		}
-	}
-	check("at-live", true)
-	check("at-old", false)
-	check("missing", false)
-	check("bad\x00bytes", false)
-	if err := s.RevokeAccessToken(ctx, "req-live"); err != nil {
-		t.Fatal(err)
-	}
-	check("at-live", false)
-}

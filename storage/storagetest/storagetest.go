@@ -56,7 +56,10 @@ var cases = []testCase{
 	{"ConcurrentRotateRefreshToken", testConcurrentRotate},
 	{"RevokeDuringRotation", testRevokeDuringRotation},
 	{"LockClient", testLockClient},
-	{"AccessTokenActive", testAccessTokenActive},
+	{"ReplayRecordRoundTrip", testReplayRecordRoundTrip},
+	{"ReplayRecordRevokedWithGrant", testReplayRecordRevoked},
+	{"ReplayRecordSupersededAndDeletedWithClient", testReplayRecordSuperseded},
+	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }

@@ -1,0 +1,169 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
+)
+
+// fositeStore is the store as fosite's authorization code and refresh
+// token handlers see it: the protocol rules that sit between fosite and
+// storage, always on (docs/architecture.md, "The token pipeline"):
+//
+//   - A redeemed code or a rotated/revoked refresh token comes back to
+//     fosite as *errGrantUsed, not as fosite's sentinel, so fosite never
+//     takes its own reuse path: whether a redeemed code is a retry (answered
+//     from the replay record) or reuse (revoked) is decided by
+//     grantExchanger alone, with the grant's request ID in hand.
+//   - Within one token request (a context from withCodeMemo), fosite's
+//     second read of the code (PopulateTokenEndpointResponse) is answered
+//     from its first (HandleTokenEndpointRequest). The code is still
+//     redeemed by the conditional UPDATE in InvalidateAuthorizeCodeSession,
+//     which alone decides a race.
+//   - Inside the exchange's own transaction (a context from
+//     withExchangeTx), fosite's BeginTX, Commit and Rollback do nothing:
+//     grantExchanger owns the transaction, so the code redemption, the
+//     tokens, the PKCE session's deletion and the replay record commit
+//     together, in one write transaction.
+type fositeStore struct {
+	storage.Store
+}
+
+// errGrantUsed reports that the code or refresh token of a token request
+// is no longer active: redeemed, rotated or revoked. It carries the grant
+// (request ID) so the exchanger can find the replay record or revoke.
+type errGrantUsed struct {
+	requestID string
+	refresh   bool
+}
+
+func (e *errGrantUsed) Error() string {
+	if e.refresh {
+		return "oauth: refresh token no longer active"
+	}
+	return "oauth: authorization code already redeemed"
+}
+
+type exchangeTxKey struct{}
+
+// withExchangeTx marks ctx (which carries a transaction begun by the
+// exchanger) as the exchange's own transaction.
+func withExchangeTx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, exchangeTxKey{}, true)
+}
+
+func inExchangeTx(ctx context.Context) bool { return ctx.Value(exchangeTxKey{}) != nil }
+
+// BeginTX begins a transaction, or inside the exchange's own does nothing.
+func (f fositeStore) BeginTX(ctx context.Context) (context.Context, error) {
+	if inExchangeTx(ctx) {
+		return ctx, nil
+	}
+	return f.Store.BeginTX(ctx)
+}
+
+// Commit commits, or inside the exchange's own transaction does nothing
+// (the exchanger commits).
+func (f fositeStore) Commit(ctx context.Context) error {
+	if inExchangeTx(ctx) {
+		return nil
+	}
+	return f.Store.Commit(ctx)
+}
+
+// Rollback rolls back, or inside the exchange's own transaction does
+// nothing (the exchanger rolls back when fosite returns an error).
+func (f fositeStore) Rollback(ctx context.Context) error {
+	if inExchangeTx(ctx) {
+		return nil
+	}
+	return f.Store.Rollback(ctx)
+}
+
+// codeMemo holds the codes read during one token request.
+type codeMemo struct {
+	mu    sync.Mutex
+	codes map[string]memoCode
+}
+
+type memoCode struct {
+	rec    storage.Record
+	client fosite.Client
+}
+
+type codeMemoKey struct{}
+
+// withCodeMemo returns a context for one token request, in which a
+// repeated read of an active code is answered from the first.
+func withCodeMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, codeMemoKey{}, &codeMemo{codes: map[string]memoCode{}})
+}
+
+// GetAuthorizeCodeSession reads the code (or repeats this request's first
+// read of it); a redeemed code is *errGrantUsed.
+func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	m, _ := ctx.Value(codeMemoKey{}).(*codeMemo)
+	if m != nil {
+		m.mu.Lock()
+		mc, ok := m.codes[sig]
+		m.mu.Unlock()
+		if ok {
+			return mc.rec.Decode(mc.client, session)
+		}
+	}
+	req, err := f.Store.GetAuthorizeCodeSession(ctx, sig, session)
+	if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && req != nil {
+		return nil, &errGrantUsed{requestID: req.GetID()}
+	}
+	if err != nil || m == nil {
+		return req, err
+	}
+	// Snapshot now, before fosite changes the request or its session.
+	if rec, eerr := storage.EncodeRequest(req); eerr == nil {
+		m.mu.Lock()
+		m.codes[sig] = memoCode{rec: rec.Clone(), client: req.GetClient()}
+		m.mu.Unlock()
+	}
+	return req, nil
+}
+
+// InvalidateAuthorizeCodeSession redeems the code with the backend's
+// conditional write; the loser of a race gets *errGrantUsed.
+func (f fositeStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
+	var requestID string
+	if m, _ := ctx.Value(codeMemoKey{}).(*codeMemo); m != nil {
+		m.mu.Lock()
+		requestID = m.codes[sig].rec.RequestID
+		delete(m.codes, sig)
+		m.mu.Unlock()
+	}
+	err := f.Store.InvalidateAuthorizeCodeSession(ctx, sig)
+	if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) {
+		return &errGrantUsed{requestID: requestID}
+	}
+	return err
+}
+
+// GetRefreshTokenSession reads the refresh token; an inactive one (rotated
+// or revoked) is *errGrantUsed.
+func (f fositeStore) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	req, err := f.Store.GetRefreshTokenSession(ctx, sig, session)
+	if errors.Is(err, storage.ErrInactiveToken) && req != nil {
+		return nil, &errGrantUsed{requestID: req.GetID(), refresh: true}
+	}
+	return req, err
+}
+
+// RotateRefreshToken rotates with the backend's conditional write; the
+// loser of a race gets *errGrantUsed.
+func (f fositeStore) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
+	err := f.Store.RotateRefreshToken(ctx, requestID, sig)
+	if errors.Is(err, storage.ErrInactiveToken) {
+		return &errGrantUsed{requestID: requestID, refresh: true}
+	}
+	return err
+}

@@ -1,0 +1,256 @@
+package oauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/storage"
+)
+
+// exchanger runs a token request that passed the pipeline's checks (client
+// authenticated, rate limit, grant checks) to its answer. grantExchanger is
+// the real one; replayCache decorates it with the replay cache.
+type exchanger interface {
+	exchange(ctx context.Context, req *tokenRequest) (*answer, error)
+}
+
+// Answer paths, for metrics and logs.
+const (
+	pathFresh  = "fresh"  // tokens issued by this request
+	pathReplay = "replay" // original response, from the replay cache
+	pathRecord = "record" // original response, from the durable record
+)
+
+// answer is a successful token response (RFC 6749 §5.1).
+type answer struct {
+	body tokenBody
+	path string
+	// sealed is the sealed response as stored in the replay record, and
+	// windowEnd the end of its replay window; nil for grants without
+	// replay. The replay cache stores the same bytes.
+	sealed    []byte
+	windowEnd time.Time
+	// superseded are the keys of the grant's earlier replay records that
+	// this rotation superseded; their cache entries must go.
+	superseded []string
+}
+
+// tokenBody is the JSON body of a token response (RFC 6749 §5.1).
+type tokenBody struct {
+	AccessToken  string `json:"access_token"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+	Scope        string `json:"scope,omitempty"`
+	RefreshToken string `json:"refresh_token,omitempty"`
+}
+
+// sealedResponse is the plaintext of a replay record: the response, the
+// access token's absolute expiry (a replay recomputes expires_in from it)
+// and, for the refresh grant, the scope the first request asked for.
+type sealedResponse struct {
+	Body      tokenBody `json:"b"`
+	ExpiresAt int64     `json:"e"`
+	Scope     []string  `json:"s,omitempty"`
+}
+
+// exchangeStore is what grantExchanger needs of storage.
+type exchangeStore interface {
+	BeginTX(ctx context.Context) (context.Context, error)
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
+	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
+	RevokeAccessToken(ctx context.Context, requestID string) error
+	RevokeRefreshToken(ctx context.Context, requestID string) error
+}
+
+// grantExchanger runs a token request through fosite and keeps the durable
+// replay record (docs/architecture.md, "The exchange"). PostgreSQL is the
+// arbiter:
+//
+//  1. fosite validates the request (the code handler, PKCE, the refresh
+//     handler) and reads the code or refresh token;
+//  2. in one transaction of its own, fosite redeems the code (or rotates
+//     the refresh token) with a conditional write and stores the new
+//     tokens, and the exchanger stores the response sealed under the
+//     presented code_verifier (or refresh token): the replay record.
+//     Nothing can fail between the redemption and the record: they commit
+//     together or not at all;
+//  3. a code or refresh token found already redeemed (step 1, or the loser
+//     of a race at step 2, which waits on the winner's row lock and so sees
+//     its commit) is answered from the record when the fingerprint matches,
+//     the window is open and the grant was not revoked; otherwise it is
+//     reuse: the grant is revoked (RFC 6749 §4.1.2, RFC 9700 §4.14.2) and
+//     the answer is invalid_grant.
+type grantExchanger struct {
+	provider *provider
+	store    exchangeStore
+	sealKey  []byte
+	window   time.Duration // 0: no replay record
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
+	ctx = withCodeMemo(ctx)
+	ar, err := x.provider.NewAccessRequest(ctx, req.r, newSession(""))
+	if err != nil {
+		return x.redeemed(ctx, req, err)
+	}
+	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
+		return nil, err
+	}
+	tctx, err := x.store.BeginTX(ctx)
+	if err != nil {
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	a, err := x.issue(withExchangeTx(tctx), req, ar)
+	if err != nil {
+		_ = x.store.Rollback(tctx)
+		return x.redeemed(ctx, req, err)
+	}
+	if err := x.store.Commit(tctx); err != nil {
+		// Whether it committed is unknown; a retry finds out (the record
+		// answers it, or the code is still unused).
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	return a, nil
+}
+
+// issue runs fosite's token issuance inside the exchange transaction and
+// writes the replay record in it.
+func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite.AccessRequester) (*answer, error) {
+	resp, err := x.provider.NewAccessResponse(ctx, ar)
+	if err != nil {
+		return nil, err
+	}
+	exp := ar.GetSession().GetExpiresAt(fosite.AccessToken)
+	if exp.IsZero() {
+		exp = x.now().Add(x.provider.config.AccessTokenLifespan)
+	}
+	a := &answer{path: pathFresh, body: tokenBody{
+		AccessToken: resp.GetAccessToken(),
+		TokenType:   resp.GetTokenType(),
+		ExpiresIn:   expiresIn(exp, x.now()),
+		Scope:       strings.Join(ar.GetGrantedScopes(), " "),
+	}}
+	a.body.RefreshToken, _ = resp.GetExtra("refresh_token").(string)
+	if req.id.key == "" || x.window <= 0 {
+		return a, nil
+	}
+	plain, err := json.Marshal(sealedResponse{Body: a.body, ExpiresAt: exp.Unix(), Scope: req.id.scope})
+	if err != nil {
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	a.sealed, err = exchangecache.Seal(x.sealKey, req.id.presented, req.id.key, plain)
+	if err != nil {
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	a.windowEnd = x.now().Add(x.window)
+	subject := ""
+	if s, ok := ar.GetSession().(*fosite.DefaultSession); ok {
+		subject = s.Subject
+	}
+	a.superseded, err = x.store.PutReplayRecord(ctx, &storage.ReplayRecord{
+		Key: req.id.key, RequestID: ar.GetID(), ClientID: req.client.GetID(), Subject: subject,
+		Fingerprint: req.id.fingerprint, Sealed: a.sealed, WindowEnd: a.windowEnd,
+	})
+	if err != nil {
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	return a, nil
+}
+
+// redeemed handles an error from fosite. A code or refresh token that is
+// no longer active (*errGrantUsed) is a retry answered from the replay
+// record, or reuse; any other error is returned as it is.
+func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err error) (*answer, error) {
+	var used *errGrantUsed
+	if !errors.As(err, &used) {
+		return nil, err
+	}
+	if req.id.key != "" {
+		a, rerr := x.fromRecord(ctx, req)
+		if a != nil || rerr != nil {
+			return a, rerr
+		}
+	}
+	// Reuse: RFC 6749 §4.1.2 (a code used twice: revoke the tokens issued
+	// from it) and RFC 9700 §4.14.2 (a rotated refresh token used again:
+	// revoke the family). Detached from the request: the revocation must
+	// not be abandoned because the client hung up.
+	if used.requestID != "" {
+		rctx := context.WithoutCancel(ctx)
+		for _, revoke := range []func(context.Context, string) error{x.store.RevokeRefreshToken, x.store.RevokeAccessToken} {
+			if rerr := revoke(rctx, used.requestID); rerr != nil && !errors.Is(rerr, storage.ErrNotFound) {
+				x.log.Error("revoke after reuse", "error", rerr)
+			}
+		}
+	}
+	if used.refresh {
+		return nil, fosite.ErrInvalidGrant.WithHint("The refresh token is no longer valid: it was already used or has been revoked. The tokens issued from it have been revoked.")
+	}
+	return nil, fosite.ErrInvalidGrant.WithHint("The authorization code has already been used. The tokens issued from it have been revoked.")
+}
+
+// fromRecord answers a retry from the durable replay record. It returns
+// (nil, nil) when the record cannot answer (none, another fingerprint,
+// window closed, another scope): that is reuse. A matching record of a
+// grant revoked since is invalid_grant without revoking anything more.
+func (x *grantExchanger) fromRecord(ctx context.Context, req *tokenRequest) (*answer, error) {
+	rec, err := x.store.GetReplayRecord(ctx, req.id.key)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			x.log.Warn("replay record unreadable; treating the request as reuse", "error", err)
+		}
+		return nil, nil
+	}
+	if subtle.ConstantTimeCompare([]byte(rec.Fingerprint), []byte(req.id.fingerprint)) != 1 ||
+		!x.now().Before(rec.WindowEnd) {
+		return nil, nil
+	}
+	a, ok := openAnswer(x.sealKey, req, rec.Sealed, x.now())
+	if !ok {
+		return nil, nil
+	}
+	if rec.Revoked {
+		return nil, fosite.ErrInvalidGrant.WithHint("The tokens issued for this request have been revoked or superseded.")
+	}
+	a.path, a.windowEnd = pathRecord, rec.WindowEnd
+	return a, nil
+}
+
+// openAnswer opens a sealed response for req: ok is false when it does not
+// open with the presented code_verifier (or refresh token), or when a
+// refresh request asks for another scope than the first (not the same
+// request).
+func openAnswer(sealKey []byte, req *tokenRequest, sealed []byte, now time.Time) (*answer, bool) {
+	plain, err := exchangecache.Open(sealKey, req.id.presented, req.id.key, sealed)
+	if err != nil {
+		return nil, false
+	}
+	var sr sealedResponse
+	if err := json.Unmarshal(plain, &sr); err != nil || sr.Body.AccessToken == "" {
+		return nil, false
+	}
+	if strings.HasPrefix(req.id.key, "r:") && !sameRefreshScope(sr.Scope, req.id.scope, sr.Body.Scope) {
+		return nil, false
+	}
+	// expires_in counts the remaining lifetime (RFC 6749 §5.1).
+	sr.Body.ExpiresIn = expiresIn(time.Unix(sr.ExpiresAt, 0), now)
+	return &answer{body: sr.Body, sealed: sealed}, true
+}
+
+// expiresIn is the access token's remaining lifetime in whole seconds.
+func expiresIn(exp, now time.Time) int64 {
+	return int64(math.Max(0, math.Round(exp.Sub(now).Seconds())))
+}

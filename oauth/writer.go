@@ -1,0 +1,114 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ory/fosite"
+)
+
+// This file is the one writer of the token, revocation and introspection
+// endpoints' answers (docs/architecture.md, "The token pipeline"): every
+// 200, 4xx, 429 and 503 they send goes through writeJSON and writeError.
+
+// retryLater is an answer the client should repeat after a delay: 429
+// (rate limited) or 503 (the first exchange of a code still in flight).
+// writeError sends Retry-After (RFC 9110 §10.2.3).
+type retryLater struct {
+	err   *fosite.RFC6749Error
+	after time.Duration
+}
+
+func (e *retryLater) Error() string { return e.err.Error() }
+func (e *retryLater) Unwrap() error { return e.err }
+
+// errTooManyRequests is 429 temporarily_unavailable with Retry-After.
+func errTooManyRequests(after time.Duration, hint string) error {
+	e := *fosite.ErrTemporarilyUnavailable.WithHint(hint)
+	e.CodeField = http.StatusTooManyRequests
+	return &retryLater{err: &e, after: after}
+}
+
+// errBusy is 503 temporarily_unavailable with Retry-After: 1, for a
+// duplicate whose first attempt is still running (RFC 9110 §15.6.4).
+var errBusy error = &retryLater{
+	err:   fosite.ErrTemporarilyUnavailable.WithHint("The first exchange of this code is still in progress; retry the same request."),
+	after: time.Second,
+}
+
+// writeJSON writes v as JSON with the given status and no-store caching
+// (RFC 6749 §5.1: token responses MUST carry Cache-Control: no-store).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// oauthErrorBody is an RFC 6749 §5.2 error response.
+type oauthErrorBody struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// writeError writes err as an RFC 6749 §5.2 error response:
+//   - a 401 always carries WWW-Authenticate (RFC 9110 §11.6.1; RFC 6749
+//     §5.2 for invalid_client): Basic when the client tried the
+//     Authorization header, else the scheme a client should use;
+//   - 429 and 503 carry Retry-After;
+//   - error_description holds only the characters RFC 6749 §5.2 allows.
+//
+// Server errors (5xx other than 503) are logged once, here, without request
+// content; the client sees server_error and nothing of the cause.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	rfc := fosite.ErrorToRFC6749Error(err)
+	status := rfc.CodeField
+	if status < 400 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	var later *retryLater
+	if errors.As(err, &later) {
+		w.Header().Set("Retry-After", retryAfter(later.after))
+	}
+	code := rfc.ErrorField
+	desc := rfc.GetDescription()
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
+		code, desc = fosite.ErrServerError.ErrorField, "The server could not complete the request; retry it."
+	}
+	if status == http.StatusUnauthorized || code == fosite.ErrInvalidClient.ErrorField {
+		// RFC 6749 §5.2: invalid_client MAY be 400 but MUST be 401 when
+		// the client tried the Authorization header; authd always uses
+		// 401, which always carries a challenge.
+		status = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
+	}
+	writeJSON(w, status, oauthErrorBody{Error: code, Description: errorDescription(desc)})
+}
+
+// errorDescription returns d with only the characters RFC 6749 §5.2 allows
+// in error_description (%x20-21 / %x23-5B / %x5D-7E): "§" becomes
+// "Section", "…" becomes "...", a double quote a single one, and any other
+// character outside the set (non-ASCII, control, backslash) is dropped, so
+// nothing a client sent is echoed in a form the spec forbids.
+func errorDescription(d string) string {
+	var b strings.Builder
+	b.Grow(len(d))
+	for _, c := range d {
+		switch {
+		case c == '§':
+			b.WriteString("Section")
+		case c == '…':
+			b.WriteString("...")
+		case c == '"':
+			b.WriteByte('\'')
+		case c == 0x20 || c == 0x21 || (c >= 0x23 && c <= 0x5B) || (c >= 0x5D && c <= 0x7E):
+			b.WriteRune(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}

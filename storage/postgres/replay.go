@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/authd/authd/storage"
+)
+
+// PutReplayRecord inserts rec and marks the grant's other records revoked
+// (superseded) in one statement, in ctx's transaction when there is one:
+// the redeeming transaction, so the record commits exactly when the code
+// is redeemed (docs/architecture.md, "The exchange").
+func (s *Store) PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error) {
+	rows, err := s.q(ctx).Query(ctx, `WITH ins AS (
+			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		)
+		UPDATE replay_records SET revoked = true
+		WHERE request_id = $2 AND key <> $1 AND NOT revoked
+		RETURNING key`,
+		rec.Key, rec.RequestID, rec.ClientID, rec.Subject, rec.Fingerprint, rec.Sealed,
+		storage.NormalizeTime(rec.WindowEnd), rec.Revoked)
+	if err != nil {
+		return nil, translate("put replay record", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate("put replay record", err)
+	}
+	return keys, nil
+}
+
+// GetReplayRecord returns the record with key, or storage.ErrNotFound.
+func (s *Store) GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error) {
+	rec := &storage.ReplayRecord{Key: key}
+	err := s.q(ctx).QueryRow(ctx, `SELECT request_id, client_id, subject, fingerprint, sealed, window_end, revoked
+		FROM replay_records WHERE key = $1`, key).
+		Scan(&rec.RequestID, &rec.ClientID, &rec.Subject, &rec.Fingerprint, &rec.Sealed, &rec.WindowEnd, &rec.Revoked)
+	if err != nil {
+		return nil, translate("get replay record", err)
+	}
+	rec.WindowEnd = storage.NormalizeTime(rec.WindowEnd)
+	return rec, nil
+}
+
+// ReplayKeys returns the keys of the records in scope.
+func (s *Store) ReplayKeys(ctx context.Context, scope storage.ReplayScope) ([]string, error) {
+	var (
+		where string
+		arg   string
+	)
+	switch {
+	case scope.RequestID != "" && scope.ClientID == "":
+		where, arg = "request_id", scope.RequestID
+	case scope.ClientID != "" && scope.RequestID == "":
+		where, arg = "client_id", scope.ClientID
+	default:
+		return nil, fmt.Errorf("postgres: replay keys: exactly one of RequestID and ClientID must be set")
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT key FROM replay_records WHERE `+where+` = $1`, arg)
+	if err != nil {
+		return nil, translate("replay keys", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return keys, translate("replay keys", err)
+}
+
+// revokeReplaySQL marks one grant's replay records revoked; run in the
+// transaction that revokes the grant's tokens.
+const revokeReplaySQL = `UPDATE replay_records SET revoked = true WHERE request_id = $1 AND NOT revoked`

@@ -1,0 +1,66 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// ReplayRecord is the durable copy of one exchange's answer
+// (docs/architecture.md, "The exchange"): written in the transaction that
+// redeems an authorization code or rotates a refresh token, read when a
+// retry finds nothing usable in the replay cache.
+//
+// Nothing in it is usable on its own (principle 4): Key and Fingerprint are
+// hashes, and Sealed is encrypted under a key derived from the system secret
+// and the code_verifier (or refresh token) the client presented.
+type ReplayRecord struct {
+	// Key is "c:" + the authorization code's signature or "r:" + the
+	// refresh token's signature; unique.
+	Key string
+	// RequestID is the grant (fosite request ID) the response belongs to;
+	// revoking the grant revokes the record.
+	RequestID string
+	// ClientID is the client the tokens were issued to.
+	ClientID string
+	// Subject is the resource owner's subject.
+	Subject string
+	// Fingerprint is exchangecache.Fingerprint of the first request.
+	Fingerprint string
+	// Sealed is the sealed response (exchangecache.Seal).
+	Sealed []byte
+	// WindowEnd is when the replay window closes (UTC, microseconds).
+	WindowEnd time.Time
+	// Revoked reports that the grant was revoked, or the response
+	// superseded by a later rotation of the grant's refresh token, since
+	// the record was written.
+	Revoked bool
+}
+
+// ReplayScope selects replay records: exactly one field is set.
+type ReplayScope struct {
+	// RequestID selects the records of one grant.
+	RequestID string
+	// ClientID selects the records of every grant of one client.
+	ClientID string
+}
+
+// ReplayStore keeps the durable replay records.
+//
+// Revocation contract, honoured by every backend: RevokeAccessToken and
+// RevokeRefreshToken of a request ID mark that grant's records Revoked in
+// the same transaction, and DeleteClient deletes the client's records.
+type ReplayStore interface {
+	// PutReplayRecord inserts rec, in the transaction carried by ctx when
+	// there is one (the redeeming transaction), and marks every other
+	// record of rec.RequestID Revoked (superseded). It returns the keys it
+	// marked, so the caller can drop their cache entries. It returns
+	// ErrAlreadyExists if rec.Key is taken and ErrNotFound if the client
+	// does not exist.
+	PutReplayRecord(ctx context.Context, rec *ReplayRecord) (superseded []string, err error)
+	// GetReplayRecord returns the record with key, whatever its window or
+	// revocation, or ErrNotFound. The caller owns the result.
+	GetReplayRecord(ctx context.Context, key string) (*ReplayRecord, error)
+	// ReplayKeys returns the keys of the records in scope (any order), so
+	// that a revocation can drop their cache entries.
+	ReplayKeys(ctx context.Context, scope ReplayScope) ([]string, error)
+}

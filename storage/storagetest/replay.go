@@ -1,0 +1,187 @@
+package storagetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/authd/authd/storage"
+)
+
+func replayRecord(key, requestID, clientID string) *storage.ReplayRecord {
+	return &storage.ReplayRecord{
+		Key: key, RequestID: requestID, ClientID: clientID, Subject: "sub-1",
+		Fingerprint: "fp-" + key, Sealed: []byte("sealed-" + key),
+		WindowEnd: time.Now().Add(30 * time.Second),
+	}
+}
+
+// testReplayRecordRoundTrip: a record reads back as written; a second put
+// of its key is ErrAlreadyExists; an unknown client or key is ErrNotFound;
+// ReplayKeys selects by grant and by client.
+func testReplayRecordRoundTrip(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	rec := replayRecord("c:sig1", "grant-1", "c1")
+	if sup, err := s.PutReplayRecord(ctx, rec); err != nil || len(sup) != 0 {
+		t.Fatalf("PutReplayRecord = %v, %v", sup, err)
+	}
+	got, err := s.GetReplayRecord(ctx, "c:sig1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RequestID != rec.RequestID || got.ClientID != "c1" || got.Subject != "sub-1" ||
+		got.Fingerprint != rec.Fingerprint || string(got.Sealed) != string(rec.Sealed) ||
+		!got.WindowEnd.Equal(storage.NormalizeTime(rec.WindowEnd)) || got.Revoked {
+		t.Fatalf("GetReplayRecord = %+v, want %+v", got, rec)
+	}
+	if _, err := s.PutReplayRecord(ctx, rec); !errors.Is(err, storage.ErrAlreadyExists) {
+		t.Fatalf("second PutReplayRecord: %v, want ErrAlreadyExists", err)
+	}
+	if _, err := s.PutReplayRecord(ctx, replayRecord("c:x", "g", "nobody")); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("PutReplayRecord for an unknown client: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetReplayRecord(ctx, "c:missing"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("GetReplayRecord(missing): %v, want ErrNotFound", err)
+	}
+	for _, scope := range []storage.ReplayScope{{RequestID: "grant-1"}, {ClientID: "c1"}} {
+		keys, err := s.ReplayKeys(ctx, scope)
+		if err != nil || !slices.Equal(keys, []string{"c:sig1"}) {
+			t.Fatalf("ReplayKeys(%+v) = %v, %v", scope, keys, err)
+		}
+	}
+	if _, err := s.ReplayKeys(ctx, storage.ReplayScope{}); err == nil {
+		t.Fatal("ReplayKeys with an empty scope succeeded")
+	}
+}
+
+// testReplayRecordRevoked: revoking a grant's access or refresh tokens marks
+// its replay records revoked, and no other grant's.
+func testReplayRecordRevoked(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	for _, r := range []*storage.ReplayRecord{
+		replayRecord("c:a", "grant-a", "c1"), replayRecord("c:b", "grant-b", "c1"),
+		replayRecord("c:c", "grant-c", "c1"),
+	} {
+		if _, err := s.PutReplayRecord(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.RevokeAccessToken(ctx, "grant-a"); err != nil {
+		t.Fatal(err)
+	}
+	tctx, err := s.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeRefreshToken(tctx, "grant-c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(tctx); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"c:a": true, "c:b": false, "c:c": true} {
+		got, err := s.GetReplayRecord(ctx, key)
+		if err != nil || got.Revoked != want {
+			t.Errorf("record %s: revoked = %v (err %v), want %v", key, got != nil && got.Revoked, err, want)
+		}
+	}
+}
+
+// testReplayRecordSuperseded: a record of a grant (a refresh rotation)
+// supersedes the grant's earlier records; a rolled-back put leaves nothing;
+// deleting the client deletes its records.
+func testReplayRecordSuperseded(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	if _, err := s.PutReplayRecord(ctx, replayRecord("c:code", "grant-1", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := s.PutReplayRecord(ctx, replayRecord("r:rt1", "grant-1", "c1"))
+	if err != nil || !slices.Equal(sup, []string{"c:code"}) {
+		t.Fatalf("PutReplayRecord(rotation) superseded = %v, %v; want [c:code]", sup, err)
+	}
+	if got, _ := s.GetReplayRecord(ctx, "c:code"); got == nil || !got.Revoked {
+		t.Fatalf("the superseded record is not revoked: %+v", got)
+	}
+	if got, _ := s.GetReplayRecord(ctx, "r:rt1"); got == nil || got.Revoked {
+		t.Fatalf("the new record is revoked: %+v", got)
+	}
+
+	tctx, err := s.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutReplayRecord(tctx, replayRecord("r:rt2", "grant-1", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rollback(tctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetReplayRecord(ctx, "r:rt2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("rolled-back record: %v, want ErrNotFound", err)
+	}
+	if got, _ := s.GetReplayRecord(ctx, "r:rt1"); got == nil || got.Revoked {
+		t.Fatalf("a rolled-back put superseded r:rt1: %+v", got)
+	}
+
+	if err := s.DeleteClient(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"c:code", "r:rt1"} {
+		if _, err := s.GetReplayRecord(ctx, key); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("record %s after DeleteClient: %v, want ErrNotFound", key, err)
+		}
+	}
+}
+
+// testRedemptionLoserSeesRecord: the loser of a redemption race, run in its
+// own transaction, returns only after the winner's transaction ended, so
+// that the winner's replay record is visible to it (docs/architecture.md,
+// "The exchange": a loser answers from the winner's record).
+func testRedemptionLoserSeesRecord(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	req := newRequest("c1", "grant-1")
+	if err := s.CreateAuthorizeCodeSession(ctx, "code1", req); err != nil {
+		t.Fatal(err)
+	}
+	win, err := s.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InvalidateAuthorizeCodeSession(win, "code1"); err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	go func() {
+		lose, err := s.BeginTX(ctx)
+		if err != nil {
+			lost <- err
+			return
+		}
+		err = s.InvalidateAuthorizeCodeSession(lose, "code1")
+		_ = s.Rollback(lose)
+		if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) {
+			_, err = s.GetReplayRecord(ctx, "c:code1")
+		}
+		lost <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the loser reach the row
+	if _, err := s.PutReplayRecord(win, replayRecord("c:code1", "grant-1", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(win); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lost:
+		if err != nil {
+			t.Fatalf("loser: %v, want ErrInvalidatedAuthorizeCode and then the winner's record", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loser did not finish")
+	}
+}
