@@ -167,3 +167,21 @@ func (f fositeStore) RotateRefreshToken(ctx context.Context, requestID, sig stri
 	}
 	return err
 }
+
+// GetPKCERequestSession reads the PKCE session of a code. A session that
+// is gone because the code was redeemed meanwhile (a concurrent exchange
+// committed between fosite's read of the code and this read) is
+// *errGrantUsed, like the code itself, so that the request is answered
+// from the winner's replay record instead of being refused as a code
+// issued without PKCE.
+func (f fositeStore) GetPKCERequestSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	req, err := f.Store.GetPKCERequestSession(ctx, sig, session)
+	if !errors.Is(err, storage.ErrNotFound) {
+		return req, err
+	}
+	code, cerr := f.Store.GetAuthorizeCodeSession(ctx, sig, &fosite.DefaultSession{})
+	if errors.Is(cerr, storage.ErrInvalidatedAuthorizeCode) && code != nil {
+		return nil, &errGrantUsed{requestID: code.GetID()}
+	}
+	return req, err
+}

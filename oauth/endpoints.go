@@ -207,7 +207,8 @@ func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "error_description": "No such endpoint."})
 }
 
-func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
 	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{
 		"error": "invalid_request", "error_description": "The HTTP method " + r.Method + " is not allowed on this endpoint."})
 }

@@ -63,7 +63,7 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 	}
 	pkceHandler := &pkce.Handler{
 		AuthorizeCodeStrategy: strategy,
-		Storage:               store,
+		Storage:               guarded,
 		AllowPlain:            cfg.AllowPlainPKCE,
 	}
 	refreshHandler := &fositeoauth2.RefreshTokenGrantHandler{

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,7 +22,9 @@ const (
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(s.handleNotFound)
-	r.MethodNotAllowedHandler = http.HandlerFunc(s.handleMethodNotAllowed)
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		s.handleMethodNotAllowed(w, req, allowedMethods(r, req))
+	})
 
 	// HTML pages: cross-origin POSTs are refused (Sec-Fetch-Site / Origin,
 	// net/http.CrossOriginProtection) in addition to the CSRF token.
@@ -49,4 +52,19 @@ func (s *Server) routes() http.Handler {
 	s.adminRoutes(r) // /admin/clients…, admin.go
 
 	return s.logRequests(limitAdminBody(limitBody(r)))
+}
+
+// allowedMethods lists the methods router serves for req's path, for the
+// Allow header every 405 carries (RFC 9110 §15.5.6).
+func allowedMethods(router *mux.Router, req *http.Request) string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		probe := req.Clone(req.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if router.Match(probe, &match) && match.MatchErr == nil {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
 }

@@ -1,0 +1,256 @@
+package oauth_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/authd/authd/exchangecache/redistest"
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/storage/postgres/pgtest"
+)
+
+// The durable replay record (docs/architecture.md, "The exchange"): a
+// retried exchange is answered with the original response whatever
+// happened to Redis, and anything that is not the same request is still
+// reuse.
+
+// ownRedisHarness is authd on PostgreSQL and a redis-server of the test's
+// own, which the test may kill; stop kills it.
+func ownRedisHarness(t *testing.T, cfg func(*oauth.Config)) (h *harness, stop func(), flush func()) {
+	t.Helper()
+	addr, stop := redistest.Start(t)
+	cache, client, _ := redisCache(t, addr)
+	h = newHarness(t, harnessOpts{backend: "postgres", cache: cache, cfg: cfg})
+	flush = func() {
+		if err := client.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h, stop, flush
+}
+
+// TestRetryAnsweredWhenRedisFails: the first exchange completes with Redis
+// up; Redis is then killed, or flushed; the retry gets the same
+// access_token and refresh_token, and the first token is still active.
+func TestRetryAnsweredWhenRedisFails(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		breakRedis func(stop, flush func())
+	}{
+		{"killed", func(stop, _ func()) { stop() }},
+		{"flushed", func(_, flush func()) { flush() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, stop, flush := ownRedisHarness(t, nil)
+			code, v := h.code(t, publicClient)
+			first := h.redeem(t, code, v)
+			c.breakRedis(stop, flush)
+			for i := range 2 {
+				retry := h.exchange(t, publicClient, code, v, publicRedirect)
+				if retry.status != 200 || retry.str("access_token") != first.str("access_token") || retry.str("refresh_token") != first.str("refresh_token") {
+					t.Fatalf("retry %d with Redis %s: %d %v, want the first tokens", i, c.name, retry.status, retry.body)
+				}
+			}
+			if !h.introspect(t, first.str("access_token")) {
+				t.Fatal("the first access token is not active after the retries")
+			}
+		})
+	}
+}
+
+// TestNotTheSameRequestIsReuse: with Redis up and with Redis down, a retry
+// after the window, or with another code_verifier, client or redirect_uri,
+// gets invalid_grant and revokes the tokens issued from the code.
+func TestNotTheSameRequestIsReuse(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		retry func(h *harness, code, v string) tokenResult
+		wait  time.Duration
+	}{
+		{"other verifier", func(h *harness, code, _ string) tokenResult {
+			return h.exchange(t, publicClient, code, "other-verifier-0123456789-0123456789-0123456789", publicRedirect)
+		}, 0},
+		{"no verifier", func(h *harness, code, _ string) tokenResult {
+			return h.exchange(t, publicClient, code, "", publicRedirect)
+		}, 0},
+		{"other client", func(h *harness, code, v string) tokenResult {
+			return h.exchange(t, "other-app", code, v, publicRedirect)
+		}, 0},
+		{"other redirect_uri", func(h *harness, code, v string) tokenResult {
+			return h.exchange(t, publicClient, code, v, "http://127.0.0.1/callback")
+		}, 0},
+		{"after the window", func(h *harness, code, v string) tokenResult {
+			return h.exchange(t, publicClient, code, v, publicRedirect)
+		}, 1500 * time.Millisecond},
+	}
+	for _, redisState := range []string{"up", "down"} {
+		for _, c := range cases {
+			t.Run("redis "+redisState+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				h, stop, _ := ownRedisHarness(t, func(cfg *oauth.Config) { cfg.ReplayWindow = time.Second })
+				code, v := h.code(t, publicClient)
+				first := h.redeem(t, code, v)
+				if redisState == "down" {
+					stop()
+				}
+				time.Sleep(c.wait)
+				res := c.retry(h, code, v)
+				if res.status != 400 || res.str("error") != "invalid_grant" {
+					t.Fatalf("retry: %d %v, want invalid_grant", res.status, res.body)
+				}
+				if h.introspect(t, first.str("access_token")) || h.introspect(t, first.str("refresh_token")) {
+					t.Fatal("the tokens issued from the code are still active after reuse")
+				}
+				// And the genuine retry no longer gets them either.
+				if again := h.exchange(t, publicClient, code, v, publicRedirect); again.status == 200 {
+					t.Fatalf("a retry after reuse got tokens: %v", again.body)
+				}
+			})
+		}
+	}
+}
+
+// TestReplayRecordHoldsNoSecret: a dump of replay_records holds no token,
+// code or verifier, as text or hex.
+func TestReplayRecordHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	h, _, _ := newReplayHarness(t, nil)
+	code, v := h.code(t, publicClient)
+	first := h.redeem(t, code, v)
+	refreshed := h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"},
+		"client_id": {publicClient}, "refresh_token": {first.str("refresh_token")}}, "", "")
+	if refreshed.status != 200 {
+		t.Fatalf("refresh: %d %v", refreshed.status, refreshed.body)
+	}
+	rows, err := h.pool.Query(context.Background(), `SELECT r::text, encode(sealed, 'hex'), encode(sealed, 'base64') FROM replay_records r`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var a, b, c string
+		err := r.Scan(&a, &b, &c)
+		return a + b + c, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dump) != 2 {
+		t.Fatalf("%d replay records, want 2 (exchange and refresh)", len(dump))
+	}
+	all := strings.Join(dump, "\n")
+	for name, secret := range map[string]string{
+		"code": code, "code_verifier": v,
+		"access_token": first.str("access_token"), "refresh_token": first.str("refresh_token"),
+		"new access_token": refreshed.str("access_token"), "new refresh_token": refreshed.str("refresh_token"),
+	} {
+		// A code or token is key.signature; the signature is what
+		// authd stores by design, the key half must never appear.
+		key, _, _ := strings.Cut(secret, ".")
+		key = key[strings.LastIndex(key, "_")+1:]
+		if strings.Contains(all, key) || strings.Contains(all, secret) {
+			t.Errorf("the replay_records dump contains the %s", name)
+		}
+	}
+}
+
+// TestRace32SameVerifier: 32 goroutines race one code with the same
+// verifier, with Redis up and with Redis down: the database holds one
+// token pair, all 32 get 200 with it (a loser of the database race waits
+// for the winner's commit and answers from its record), and the token is
+// still active afterwards.
+func TestRace32SameVerifier(t *testing.T) {
+	t.Parallel()
+	for _, redisState := range []string{"up", "down"} {
+		t.Run("redis "+redisState, func(t *testing.T) {
+			t.Parallel()
+			h, stop, _ := ownRedisHarness(t, nil)
+			if redisState == "down" {
+				stop()
+			}
+			for round := range 3 {
+				code, v := h.code(t, publicClient)
+				results := h.raceExchange(t, 32, code, v)
+				for i, r := range results {
+					if r.status != 200 || r.str("access_token") != results[0].str("access_token") || r.str("refresh_token") != results[0].str("refresh_token") {
+						t.Fatalf("round %d, request %d: %d %v; want 200 with the one token pair", round, i, r.status, r.body)
+					}
+				}
+				if !h.introspect(t, results[0].str("access_token")) {
+					t.Fatalf("round %d: the token is not active after the race", round)
+				}
+				if a, r := countTokens(t, h); a != round+1 || r != round+1 {
+					t.Fatalf("round %d: %d access and %d refresh tokens in the database, want %d of each", round, a, r, round+1)
+				}
+			}
+		})
+	}
+}
+
+// countingTracer counts the statements a pgx pool runs.
+type countingTracer struct{ n atomic.Int64 }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestReplayFromRedisReadsNoDatabase: a replay served from Redis makes no
+// PostgreSQL query (the client cache answers client authentication), and
+// a token revoked through /oauth2/revoke is never replayed afterwards,
+// from Redis or from the record.
+func TestReplayFromRedisReadsNoDatabase(t *testing.T) {
+	t.Parallel()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := &countingTracer{}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cache, client, _ := redisCache(t, redistest.Addr(t))
+	h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, cache: cache,
+		cfg: func(c *oauth.Config) { c.ClientCacheTTL = time.Minute }})
+	h.seed()
+
+	code, v := h.code(t, publicClient)
+	first := h.redeem(t, code, v)
+	before := tracer.n.Load()
+	for range 5 {
+		if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status != 200 || r.str("access_token") != first.str("access_token") {
+			t.Fatalf("replay: %d %v", r.status, r.body)
+		}
+	}
+	if n := tracer.n.Load() - before; n != 0 {
+		t.Fatalf("5 replays served from Redis ran %d PostgreSQL statements, want 0", n)
+	}
+
+	rev := h.postForm(t, "/oauth2/revoke", url.Values{"token": {first.str("refresh_token")}, "client_id": {publicClient}}, "", "")
+	if rev.status != 200 {
+		t.Fatalf("revoke: %d %v", rev.status, rev.body)
+	}
+	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status == 200 {
+		t.Fatalf("a revoked response was replayed: %v", r.body)
+	}
+	// From the record too (Redis flushed).
+	if err := client.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status == 200 {
+		t.Fatalf("a revoked response was replayed from the record: %v", r.body)
+	}
+}
