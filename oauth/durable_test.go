@@ -42,7 +42,7 @@ func ownRedisHarness(t *testing.T, cfg func(*oauth.Config)) (h *harness, stop fu
 func TestRetryAnsweredWhenRedisFails(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name  string
+		name       string
 		breakRedis func(stop, flush func())
 	}{
 		{"killed", func(stop, _ func()) { stop() }},
