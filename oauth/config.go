@@ -35,8 +35,10 @@ type Config struct {
 	ReplayWindow time.Duration
 	// DisableReplay turns the replay cache off: duplicates get invalid_grant.
 	DisableReplay bool
-	// ReplayWaitTimeout bounds how long a duplicate waits for an exchange
-	// still in flight (default 5s).
+	// ReplayWaitTimeout bounds how long a duplicate waits in the replay
+	// cache for an exchange still in flight (default 2s); after it,
+	// PostgreSQL answers (the replay record, or the row lock of a
+	// redemption still running).
 	ReplayWaitTimeout time.Duration
 	// SessionTTL is the lifetime of the browser sign-in session (default 12h).
 	SessionTTL time.Duration
@@ -80,6 +82,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// AfterExchangeCommit, when set, runs right after an exchange's
+	// transaction commits, before the replay cache is written or the
+	// answer sent. It exists for crash tests (cmd/authd built with the
+	// authd_faults tag kills itself there); leave it nil.
+	AfterExchangeCommit func()
 }
 
 const (
@@ -106,7 +113,7 @@ func (c *Config) applyDefaults() {
 		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
 	}
 	if c.ReplayWaitTimeout == 0 {
-		c.ReplayWaitTimeout = 5 * time.Second
+		c.ReplayWaitTimeout = 2 * time.Second
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = 12 * time.Hour

@@ -98,6 +98,8 @@ type grantExchanger struct {
 	window   time.Duration // 0: no replay record
 	now      func() time.Time
 	log      *slog.Logger
+	// afterCommit is Deps.AfterExchangeCommit (crash tests only).
+	afterCommit func()
 }
 
 func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
@@ -122,6 +124,9 @@ func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answ
 		// Whether it committed is unknown; a retry finds out (the record
 		// answers it, or the code is still unused).
 		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	if x.afterCommit != nil {
+		x.afterCommit()
 	}
 	return a, nil
 }

@@ -2,7 +2,6 @@ package oauth_test
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -127,25 +126,39 @@ func TestMismatchWhileInFlightKeepsClaim(t *testing.T) {
 	}
 }
 
-// TestWaitTimeoutAsksToRetry: a duplicate whose first attempt is still in
-// flight after the bounded wait gets 503 + Retry-After (never a race that
-// would end in revocation); once the first attempt is gone it succeeds.
-func TestWaitTimeoutAsksToRetry(t *testing.T) {
+// TestWaitTimeoutAnswersFromDatabase: a duplicate whose first attempt is
+// still in flight in the cache after the bounded wait is answered by
+// PostgreSQL: a first attempt that never committed leaves the code to it;
+// one that committed and died before writing the cache is answered from
+// its replay record.
+func TestWaitTimeoutAnswersFromDatabase(t *testing.T) {
 	t.Parallel()
 	cache := exchangecache.NewMemory()
 	h := newHarness(t, harnessOpts{backend: "memory", cache: cache, cfg: func(c *oauth.Config) { c.ReplayWaitTimeout = 200 * time.Millisecond }})
+	ctx := context.Background()
+
+	// A stuck claim whose owner never committed.
 	code, v := h.code(t, publicClient)
 	key, fp := "c:"+codeSignature(code), exchangecache.Fingerprint(publicClient, publicRedirect, v)
-	ctx := context.Background()
-	claim, _ := cache.Claim(ctx, key, fp, 10*time.Second)
-	r := h.exchange(t, publicClient, code, v, publicRedirect)
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || r.str("error") != "temporarily_unavailable" {
-		t.Fatalf("duplicate during a stuck first attempt: %d %v", r.status, r.body)
-	}
-	if err := cache.Release(ctx, key, claim.Owner); err != nil { // the first attempt failed
+	if _, err := cache.Claim(ctx, key, fp, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status != 200 {
-		t.Fatalf("retry after the first attempt released: %d %v", r.status, r.body)
+	first := h.exchange(t, publicClient, code, v, publicRedirect)
+	if first.status != 200 {
+		t.Fatalf("duplicate during a stuck first attempt: %d %v", first.status, first.body)
+	}
+
+	// A first attempt that committed, then died before Complete.
+	code, v = h.code(t, publicClient)
+	key, fp = "c:"+codeSignature(code), exchangecache.Fingerprint(publicClient, publicRedirect, v)
+	first = h.redeem(t, code, v)
+	if err := cache.Forget(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cache.Claim(ctx, key, fp, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status != 200 || r.str("access_token") != first.str("access_token") {
+		t.Fatalf("retry after the first node died: %d %v, want the first tokens", r.status, r.body)
 	}
 }

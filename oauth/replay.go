@@ -34,8 +34,9 @@ const (
 //     database read. Revocation drops the entry (revokingStore), so a
 //     revoked response is never found here.
 //  3. In flight with the same fingerprint: wait (bounded) for the first
-//     attempt, then 2, or 1 if it released its claim; still running after
-//     the wait: 503 with Retry-After.
+//     attempt, then 2, or 1 if it released its claim; still in flight
+//     after the wait (slow, or its node died after committing): the
+//     exchanger, where PostgreSQL decides (5).
 //  4. Another fingerprint, or a response that does not open for this
 //     request: let the exchanger decide (reuse, or a failure that
 //     consumes nothing); its revocation drops the entry.
@@ -68,10 +69,17 @@ func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer,
 		if res.Outcome == exchangecache.InFlight {
 			c.metrics.replay.WithLabelValues("wait").Inc()
 			res, err = c.cache.Wait(ctx, id.key, id.fingerprint, c.waitLimit)
-			if errors.Is(err, exchangecache.ErrWaitTimeout) || (err != nil && ctx.Err() != nil) {
-				// The first attempt is still running. Racing it could only
-				// end in reuse and revocation, so ask the client to retry.
-				return nil, errBusy
+			if err != nil && ctx.Err() != nil {
+				return nil, errBusy // the client is gone
+			}
+			if errors.Is(err, exchangecache.ErrWaitTimeout) {
+				// The first attempt is still running, or its node died
+				// after its commit and before Complete. PostgreSQL decides:
+				// a committed first attempt answers from its record, a
+				// running one holds the row lock until it commits, and one
+				// that never committed leaves the code to this request.
+				c.metrics.replay.WithLabelValues("wait_timeout").Inc()
+				return c.next.exchange(ctx, req)
 			}
 			if err != nil {
 				c.failOpen(err)

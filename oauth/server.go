@@ -93,7 +93,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		window = 0
 	}
 	s.exchanger = &grantExchanger{provider: s.provider, store: revoking, sealKey: sealKey,
-		window: window, now: deps.Now, log: deps.Logger}
+		window: window, now: deps.Now, log: deps.Logger, afterCommit: deps.AfterExchangeCommit}
 	if cache != nil {
 		s.exchanger = &replayCache{next: s.exchanger, cache: cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}

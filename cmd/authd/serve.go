@@ -61,7 +61,8 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		c.Issuer = "http://" + ln.Addr().String()
 	}
 	oc := c.oauthConfig()
-	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, Logger: log})
+	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, Logger: log,
+		AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
 		ln.Close()
 		return usagef("%v", err)

@@ -1,0 +1,7 @@
+//go:build !authd_faults
+
+package main
+
+// faultAfterCommit is nil in every real build: fault injection exists only
+// with -tags authd_faults (faults.go).
+func faultAfterCommit() func() { return nil }
