@@ -71,6 +71,7 @@ type exchangeStore interface {
 	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
 	RevokeAccessToken(ctx context.Context, requestID string) error
 	RevokeRefreshToken(ctx context.Context, requestID string) error
+	GrantActive(ctx context.Context, requestID string) (bool, error)
 }
 
 // grantExchanger runs a token request through fosite and keeps the durable
@@ -189,6 +190,14 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 			return a, rerr
 		}
 	}
+	// A refresh token whose whole family is inactive was revoked (RFC
+	// 7009, sign-out, or an earlier reuse detection): say so, and there is
+	// nothing left to revoke.
+	if used.refresh && used.requestID != "" {
+		if live, err := x.store.GrantActive(ctx, used.requestID); err == nil && !live {
+			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token has been revoked.")
+		}
+	}
 	// Reuse: RFC 6749 §4.1.2 (a code used twice: revoke the tokens issued
 	// from it) and RFC 9700 §4.14.2 (a rotated refresh token used again:
 	// revoke the family). Detached from the request: the revocation must
@@ -202,7 +211,7 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 		}
 	}
 	if used.refresh {
-		return nil, fosite.ErrInvalidGrant.WithHint("The refresh token is no longer valid: it was already used or has been revoked. The tokens issued from it have been revoked.")
+		return nil, fosite.ErrInvalidGrant.WithHint("The refresh token was already used (it rotates on every use); as a precaution its whole family of tokens has been revoked.")
 	}
 	return nil, fosite.ErrInvalidGrant.WithHint("The authorization code has already been used. The tokens issued from it have been revoked.")
 }

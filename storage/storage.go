@@ -138,6 +138,15 @@ type UserStore interface {
 	SetUserPassword(ctx context.Context, username string, hash []byte) error
 }
 
+// GrantChecker tells a refresh token that was rotated from one that was
+// revoked, so that an error can say which (RFC 6749 §5.2 error_description).
+type GrantChecker interface {
+	// GrantActive reports whether any refresh token of the grant
+	// requestID is still active (its family was neither revoked nor ended
+	// by reuse detection). A grant without tokens is (false, nil).
+	GrantActive(ctx context.Context, requestID string) (bool, error)
+}
+
 // Pinger reports whether the backend is reachable (for /readyz).
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -174,4 +183,5 @@ type Store interface {
 	Pinger
 	IdempotencyStore
 	ReplayStore
+	GrantChecker
 }

@@ -160,3 +160,17 @@ func (s *Store) unlockRows(t *memTx) {
 		s.cond.Broadcast()
 	}
 }
+
+// GrantActive reports whether any refresh token of requestID is active.
+func (s *Store) GrantActive(_ context.Context, requestID string) (bool, error) {
+	ok := false
+	s.tx(func() {
+		for _, e := range s.refresh {
+			if e.rec.RequestID == requestID && e.active {
+				ok = true
+				return
+			}
+		}
+	})
+	return ok, nil
+}

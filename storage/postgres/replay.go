@@ -71,3 +71,10 @@ func (s *Store) ReplayKeys(ctx context.Context, scope storage.ReplayScope) ([]st
 // revokeReplaySQL marks one grant's replay records revoked; run in the
 // transaction that revokes the grant's tokens.
 const revokeReplaySQL = `UPDATE replay_records SET revoked = true WHERE request_id = $1 AND NOT revoked`
+
+// GrantActive reports whether any refresh token of requestID is active.
+func (s *Store) GrantActive(ctx context.Context, requestID string) (bool, error) {
+	var ok bool
+	err := s.q(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refresh_tokens WHERE request_id = $1 AND active)`, requestID).Scan(&ok)
+	return ok, translate("grant active", err)
+}

@@ -185,3 +185,35 @@ func testRedemptionLoserSeesRecord(t *testing.T, s storage.Store) {
 		t.Fatal("the loser did not finish")
 	}
 }
+
+// testGrantActive: a grant with an active refresh token is active; after
+// rotation to a new active token still; after revocation not.
+func testGrantActive(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	req := newRequest("c1", "grant-1")
+	if ok, err := s.GrantActive(ctx, "grant-1"); ok || err != nil {
+		t.Fatalf("GrantActive of a grant without tokens = %v, %v", ok, err)
+	}
+	if err := s.CreateRefreshTokenSession(ctx, "rt1", "at1", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RotateRefreshToken(ctx, "grant-1", "rt1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.GrantActive(ctx, "grant-1"); ok || err != nil {
+		t.Fatalf("GrantActive with its only token rotated = %v, %v", ok, err)
+	}
+	if err := s.CreateRefreshTokenSession(ctx, "rt2", "at2", req); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.GrantActive(ctx, "grant-1"); !ok || err != nil {
+		t.Fatalf("GrantActive after rotation = %v, %v", ok, err)
+	}
+	if err := s.RevokeRefreshToken(ctx, "grant-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.GrantActive(ctx, "grant-1"); ok || err != nil {
+		t.Fatalf("GrantActive after revocation = %v, %v", ok, err)
+	}
+}

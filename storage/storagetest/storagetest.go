@@ -60,6 +60,7 @@ var cases = []testCase{
 	{"ReplayRecordRevokedWithGrant", testReplayRecordRevoked},
 	{"ReplayRecordSupersededAndDeletedWithClient", testReplayRecordSuperseded},
 	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
+	{"GrantActive", testGrantActive},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
