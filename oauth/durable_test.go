@@ -2,8 +2,10 @@ package oauth_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,5 +254,96 @@ func TestReplayFromRedisReadsNoDatabase(t *testing.T) {
 	}
 	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status == 200 {
 		t.Fatalf("a revoked response was replayed from the record: %v", r.body)
+	}
+}
+
+// sqlTracer records the statements a pgx pool runs.
+type sqlTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (c *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	c.sql = append(c.sql, strings.ToLower(strings.Join(strings.Fields(d.SQL), " ")))
+	c.mu.Unlock()
+	return ctx
+}
+func (c *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *sqlTracer) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sql
+	c.sql = nil
+	return s
+}
+
+// TestExchangeIsOneWriteTransaction: whatever the client cache setting, a
+// code exchange and a refresh each run exactly one transaction, in which
+// the code is redeemed (or the refresh token rotated), the tokens are
+// stored, the PKCE session is deleted and the replay record is written;
+// nothing is written outside it.
+func TestExchangeIsOneWriteTransaction(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprintf("client cache %v", ttl), func(t *testing.T) {
+			t.Parallel()
+			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tracer := &sqlTracer{}
+			cfg.ConnConfig.Tracer = tracer
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, cfg: func(c *oauth.Config) { c.ClientCacheTTL = ttl }})
+			h.seed()
+			code, v := h.code(t, publicClient)
+			tracer.take()
+			first := h.redeem(t, code, v)
+			checkOneTx(t, "exchange", tracer.take(), "update authorize_codes", "insert into access_tokens", "insert into refresh_tokens", "delete from pkce_sessions", "insert into replay_records")
+			r := h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient}, "refresh_token": {first.str("refresh_token")}}, "", "")
+			if r.status != 200 {
+				t.Fatalf("refresh: %d %v", r.status, r.body)
+			}
+			checkOneTx(t, "refresh", tracer.take(), "update refresh_tokens", "insert into access_tokens", "insert into refresh_tokens", "insert into replay_records")
+		})
+	}
+}
+
+// checkOneTx checks that stmts hold one begin and one commit, that every
+// write is between them, and that each of want is among them.
+func checkOneTx(t *testing.T, what string, stmts []string, want ...string) {
+	t.Helper()
+	begin, commit := -1, -1
+	for i, s := range stmts {
+		switch {
+		case s == "begin" || strings.HasPrefix(s, "begin "):
+			if begin >= 0 {
+				t.Fatalf("%s: two transactions: %q", what, stmts)
+			}
+			begin = i
+		case s == "commit":
+			commit = i
+		}
+	}
+	if begin < 0 || commit < begin {
+		t.Fatalf("%s: no single transaction: %q", what, stmts)
+	}
+	for i, s := range stmts {
+		write := strings.HasPrefix(s, "insert") || strings.HasPrefix(s, "update") || strings.HasPrefix(s, "delete") || strings.HasPrefix(s, "with ")
+		if write && (i < begin || i > commit) {
+			t.Errorf("%s: a write outside the transaction: %q", what, s)
+		}
+	}
+	inTx := strings.Join(stmts[begin:commit+1], "\n")
+	for _, w := range want {
+		if !strings.Contains(inTx, w) {
+			t.Errorf("%s: the transaction does not %q: %q", what, w, stmts[begin:commit+1])
+		}
 	}
 }

@@ -55,14 +55,17 @@ type harnessOpts struct {
 	pool    *pgxpool.Pool // share a database with another harness
 }
 
-// backends lists the storage backends the end-to-end tests run against.
-// PostgreSQL is skipped (or fails in CI) without AUTHD_TEST_POSTGRES_DSN.
-var backends = []string{"memory", "postgres"}
+// backends lists the storage backends the end-to-end tests run against,
+// PostgreSQL with the client cache off and on (ClientCacheTTL): no protocol
+// rule may depend on it. PostgreSQL is skipped (or fails in CI) without
+// AUTHD_TEST_POSTGRES_DSN.
+var backends = []string{"memory", "postgres", "postgres+clientcache"}
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t}
-	switch o.backend {
+	clientCache := strings.HasSuffix(o.backend, "+clientcache")
+	switch strings.TrimSuffix(o.backend, "+clientcache") {
 	case "memory":
 		h.store = memory.New()
 	case "postgres":
@@ -79,6 +82,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Issuer:      "http://" + h.srv.Listener.Addr().String(),
 		Secret:      []byte(testSecret),
 		AdminTokens: []string{testAdminToken},
+	}
+	if clientCache {
+		cfg.ClientCacheTTL = time.Minute
 	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
