@@ -1,4 +1,4 @@
-// Package jobs runs authd's background work (design.md, "Background work:
+// Package jobs runs authd's background work (docs/architecture.md, "Background work:
 // leases").
 //
 // Jobs are rows of a storage.JobStore. A Worker claims one due job at a time
@@ -18,6 +18,6 @@
 // same cleanup on a ticker.
 //
 // The package never decides ownership by reading: "is this job mine?" is
-// always a conditional write in the store (design.md, principle 1). It knows
+// always a conditional write in the store (docs/architecture.md, principle 1). It knows
 // no backend; cmd/authd wires it.
 package jobs

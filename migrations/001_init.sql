@@ -1,7 +1,7 @@
 -- authd initial schema.
 --
 -- Tokens, codes and PKCE sessions are keyed by their *signature*: the raw
--- code or token is never stored (design.md, principle 4). Every token table
+-- code or token is never stored (docs/architecture.md, principle 4). Every token table
 -- references clients ON DELETE CASCADE, so deleting a client removes the
 -- codes and tokens issued to it in the same statement. clients.id uses the
 -- "C" collation so that ListClients pages in byte order, as Go compares.

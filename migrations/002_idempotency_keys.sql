@@ -1,8 +1,8 @@
--- Idempotency-Keys of admin writes (design.md, "Admin writes").
+-- Idempotency-Keys of admin writes (docs/architecture.md, "Admin writes").
 --
 -- A row is claimed (INSERT … ON CONFLICT DO NOTHING RETURNING), the work is
 -- done and the response stored, all in one transaction: a rolled-back request
--- leaves no row. Nothing here is usable on its own (design.md, principle 4):
+-- leaves no row. Nothing here is usable on its own (docs/architecture.md, principle 4):
 -- credential and key_hash are keyed hashes of the admin credential and of the
 -- raw Idempotency-Key, and response is sealed (AEAD) under a key derived from
 -- the raw Idempotency-Key and the system secret. status is NULL while the

@@ -1,4 +1,4 @@
--- Background jobs, claimed with a lease (design.md, "Background work:
+-- Background jobs, claimed with a lease (docs/architecture.md, "Background work:
 -- leases"; storage.JobStore).
 --
 -- A worker claims a due job with UPDATE … WHERE id = (SELECT … FOR UPDATE

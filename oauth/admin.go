@@ -24,7 +24,7 @@ import (
 	"github.com/authd/authd/storage"
 )
 
-// The admin API (design.md, "Admin writes"):
+// The admin API (docs/architecture.md, "Admin writes"):
 //
 //	POST   /admin/clients              register (RFC 7591 §3.1) → 201, RFC 7591 §3.2.1
 //	GET    /admin/clients?limit&cursor list, ordered by client_id
@@ -402,7 +402,7 @@ type writeOp struct {
 	do func(ctx context.Context) (status int, v any, clientID string, err error)
 }
 
-// write runs op in one transaction. With an Idempotency-Key (design.md,
+// write runs op in one transaction. With an Idempotency-Key (docs/architecture.md,
 // "Admin writes"), in that same transaction: claim the key (scoped to the
 // caller and the endpoint, with the hash of the canonical body), do the
 // work, store the status and the sealed body, commit. Then:

@@ -13,7 +13,7 @@ import (
 	"github.com/authd/authd/storage"
 )
 
-// Idempotency-Key handling for the admin API (design.md, "Admin writes";
+// Idempotency-Key handling for the admin API (docs/architecture.md, "Admin writes";
 // draft-ietf-httpapi-idempotency-key-header). What reaches the database:
 //
 //   - the key as HMAC-SHA-256 under a key derived from the system secret
@@ -115,7 +115,7 @@ func sealAAD(key storage.IdempotencyKey, status int) string {
 // sealResponse encrypts body for the row key under the raw Idempotency-Key.
 // It is the replay cache's sealing (exchangecache.Seal: HKDF from a secret
 // and a value only the caller presents, AES-256-GCM, bound to a key), as
-// design.md principle 4 asks for both: here the secret is derived from the
+// docs/architecture.md principle 4 asks for both: here the secret is derived from the
 // system secret and the presented value is the raw key.
 func (k *idempotencyKeys) sealResponse(raw string, key storage.IdempotencyKey, status int, body []byte) ([]byte, error) {
 	sealed, err := exchangecache.Seal(k.sealKey, raw, sealAAD(key, status), body)

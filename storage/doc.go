@@ -8,7 +8,7 @@
 // The package must never contain protocol logic: the OAuth rules live in
 // package oauth. Backends persist, translate errors and guarantee atomicity;
 // in particular every "single use" operation is a conditional write that
-// reports whether it changed anything (design.md, principle 1).
+// reports whether it changed anything (docs/architecture.md, principle 1).
 //
 // storage/storagetest holds the conformance suite every backend must pass.
 package storage

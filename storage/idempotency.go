@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Idempotency sentinels (design.md, "Admin writes"). fosite has no such
+// Idempotency sentinels (docs/architecture.md, "Admin writes"). fosite has no such
 // concepts, so these are authd's own.
 var (
 	// ErrIdempotencyInFlight is returned by ClaimIdempotencyKey when another
@@ -21,7 +21,7 @@ var (
 
 // IdempotencyKey identifies one Idempotency-Key within its scope. Nothing in
 // it is usable on its own: the credential and the key are keyed hashes, never
-// the raw values (design.md, principle 4).
+// the raw values (docs/architecture.md, principle 4).
 type IdempotencyKey struct {
 	// Credential is a keyed hash of the admin credential that sent the
 	// request. Keys of different credentials never collide.
@@ -65,7 +65,7 @@ type IdempotencyRecord struct {
 
 // IdempotencyStore records Idempotency-Keys of admin writes so that a retried
 // request gets the stored response instead of repeating the effect
-// (design.md, "Admin writes"; draft-ietf-httpapi-idempotency-key-header).
+// (docs/architecture.md, "Admin writes"; draft-ietf-httpapi-idempotency-key-header).
 //
 // The protocol, all in ONE transaction from BeginTX:
 //

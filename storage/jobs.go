@@ -111,7 +111,7 @@ type JobFilter struct {
 	Limit int
 }
 
-// JobStore is a queue of jobs claimed with leases (design.md, "Background
+// JobStore is a queue of jobs claimed with leases (docs/architecture.md, "Background
 // work: leases"). Every state change is a conditional write decided by the
 // database, so any number of workers in any number of processes may share
 // it: a job is never held by two valid leases at once.

@@ -41,7 +41,7 @@ type Record struct {
 }
 
 // secretFormKeys are form parameters that are usable on their own and so are
-// never persisted, whatever fosite's sanitation let through (design.md,
+// never persisted, whatever fosite's sanitation let through (docs/architecture.md,
 // principle 4). fosite reads none of them back from a stored request.
 var secretFormKeys = []string{
 	"code", "code_verifier", "refresh_token", "access_token",

@@ -18,7 +18,7 @@ import (
 )
 
 // jobsConfig holds the settings of the background job worker and the
-// janitor (design.md, "Background work: leases").
+// janitor (docs/architecture.md, "Background work: leases").
 type jobsConfig struct {
 	Janitor  string        // "on" or "off" (AUTHD_JANITOR)
 	Interval time.Duration // between runs of each janitor kind

@@ -8,7 +8,7 @@
 // server's default isolation level (READ COMMITTED): single-use operations
 // do not rely on isolation but on conditional writes
 // (UPDATE … WHERE active RETURNING, DELETE … RETURNING), which PostgreSQL
-// serializes on the row lock (design.md, principle 1).
+// serializes on the row lock (docs/architecture.md, principle 1).
 //
 // Errors are translated at this edge: pgx.ErrNoRows and foreign-key
 // violations become storage.ErrNotFound, SQLSTATE 23505 becomes
