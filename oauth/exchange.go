@@ -3,7 +3,6 @@ package oauth
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -51,15 +50,6 @@ type tokenBody struct {
 	ExpiresIn    int64  `json:"expires_in"`
 	Scope        string `json:"scope,omitempty"`
 	RefreshToken string `json:"refresh_token,omitempty"`
-}
-
-// sealedResponse is the plaintext of a replay record: the response, the
-// access token's absolute expiry (a replay recomputes expires_in from it)
-// and, for the refresh grant, the scope the first request asked for.
-type sealedResponse struct {
-	Body      tokenBody `json:"b"`
-	ExpiresAt int64     `json:"e"`
-	Scope     []string  `json:"s,omitempty"`
 }
 
 // exchangeStore is what grantExchanger needs of storage.
@@ -153,10 +143,7 @@ func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite
 	if req.id.key == "" || x.window <= 0 {
 		return a, nil
 	}
-	plain, err := json.Marshal(sealedResponse{Body: a.body, ExpiresAt: exp.Unix(), Scope: req.id.scope})
-	if err != nil {
-		return nil, fosite.ErrServerError.WithWrap(err)
-	}
+	plain := (&sealedResponse{Body: a.body, ExpiresAt: exp, Scope: req.id.scope}).marshal()
 	a.sealed, err = exchangecache.Seal(x.sealKey, req.id.presented, req.id.key, plain)
 	if err != nil {
 		return nil, fosite.ErrServerError.WithWrap(err)
@@ -253,14 +240,14 @@ func openAnswer(sealKey []byte, req *tokenRequest, sealed []byte, now time.Time)
 		return nil, false
 	}
 	var sr sealedResponse
-	if err := json.Unmarshal(plain, &sr); err != nil || sr.Body.AccessToken == "" {
+	if err := sr.unmarshal(plain); err != nil || sr.Body.AccessToken == "" {
 		return nil, false
 	}
 	if strings.HasPrefix(req.id.key, "r:") && !sameRefreshScope(sr.Scope, req.id.scope, sr.Body.Scope) {
 		return nil, false
 	}
 	// expires_in counts the remaining lifetime (RFC 6749 §5.1).
-	sr.Body.ExpiresIn = expiresIn(time.Unix(sr.ExpiresAt, 0), now)
+	sr.Body.ExpiresIn = expiresIn(sr.ExpiresAt, now)
 	return &answer{body: sr.Body, sealed: sealed}, true
 }
 
