@@ -206,6 +206,13 @@ func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx
 	return ctx
 }
 func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *countingTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (c *countingTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+func (c *countingTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TestReplayFromRedisReadsNoDatabase: a replay served from Redis makes no
 // PostgreSQL query (the client cache answers client authentication), and
@@ -270,6 +277,17 @@ func (c *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Trac
 	return ctx
 }
 func (c *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A batch's statements count one by one (pgx.BatchTracer).
+func (c *sqlTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (c *sqlTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	c.mu.Lock()
+	c.sql = append(c.sql, strings.ToLower(strings.Join(strings.Fields(d.SQL), " ")))
+	c.mu.Unlock()
+}
+func (c *sqlTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func (c *sqlTracer) take() []string {
 	c.mu.Lock()

@@ -54,7 +54,7 @@ type tokenBody struct {
 
 // exchangeStore is what grantExchanger needs of storage.
 type exchangeStore interface {
-	BeginTX(ctx context.Context) (context.Context, error)
+	BeginDeferredTX(ctx context.Context) (context.Context, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
@@ -102,7 +102,9 @@ func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answ
 	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
 		return nil, err
 	}
-	tctx, err := x.store.BeginTX(ctx)
+	// One transaction; the token writes travel with the replay record
+	// (storage.Batcher).
+	tctx, err := x.store.BeginDeferredTX(ctx)
 	if err != nil {
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}

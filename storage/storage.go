@@ -147,6 +147,19 @@ type GrantChecker interface {
 	GrantActive(ctx context.Context, requestID string) (bool, error)
 }
 
+// Batcher begins transactions whose blind writes travel together.
+type Batcher interface {
+	// BeginDeferredTX is BeginTX for a token exchange: in the returned
+	// transaction, CreateAccessTokenSession, CreateRefreshTokenSession and
+	// DeletePKCERequestSession may be queued instead of sent, and go to the
+	// server together with the next PutReplayRecord or with Commit, which
+	// then report their errors (a failed queued write fails the
+	// transaction). Reads in the transaction need not see queued writes,
+	// and a queued DeletePKCERequestSession reports nothing. A backend
+	// without round trips may return a plain transaction.
+	BeginDeferredTX(ctx context.Context) (context.Context, error)
+}
+
 // Pinger reports whether the backend is reachable (for /readyz).
 type Pinger interface {
 	Ping(ctx context.Context) error
@@ -184,4 +197,5 @@ type Store interface {
 	IdempotencyStore
 	ReplayStore
 	GrantChecker
+	Batcher
 }

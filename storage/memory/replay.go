@@ -174,3 +174,8 @@ func (s *Store) GrantActive(_ context.Context, requestID string) (bool, error) {
 	})
 	return ok, nil
 }
+
+// BeginDeferredTX is BeginTX: the memory store has no round trips to save.
+func (s *Store) BeginDeferredTX(ctx context.Context) (context.Context, error) {
+	return s.BeginTX(ctx)
+}

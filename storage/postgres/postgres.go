@@ -73,6 +73,9 @@ type txKey struct{}
 type ctxTx struct {
 	pool *pgxpool.Pool
 	tx   pgx.Tx
+	// queue, in a transaction from BeginDeferredTX, holds the blind
+	// writes not sent yet (deferred.go).
+	queue *writeQueue
 }
 
 func (s *Store) txFrom(ctx context.Context) pgx.Tx {
@@ -137,13 +140,19 @@ func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
 	return context.WithValue(ctx, txKey{}, ctxTx{pool: s.pool, tx: tx}), nil
 }
 
-// Commit commits the transaction in ctx (releases the savepoint, if nested).
-// It returns an error if ctx carries no transaction, and
-// storage.ErrSerializationFailure if PostgreSQL aborted it for a conflict.
+// Commit commits the transaction in ctx (releases the savepoint, if nested),
+// after sending the writes a deferred transaction queued. It returns an
+// error if ctx carries no transaction, the error of a queued write (the
+// transaction is then rolled back), and storage.ErrSerializationFailure if
+// PostgreSQL aborted it for a conflict.
 func (s *Store) Commit(ctx context.Context) error {
 	tx := s.txFrom(ctx)
 	if tx == nil {
 		return errors.New("postgres: commit: no transaction in context")
+	}
+	if err := s.flush(ctx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return err
 	}
 	return translate("commit", tx.Commit(ctx))
 }

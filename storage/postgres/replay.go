@@ -12,8 +12,23 @@ import (
 // PutReplayRecord inserts rec and marks the grant's other records revoked
 // (superseded) in one statement, in ctx's transaction when there is one:
 // the redeeming transaction, so the record commits exactly when the code
-// is redeemed (docs/architecture.md, "The exchange").
+// is redeemed (docs/architecture.md, "The exchange"). In a deferred
+// transaction it sends the queued writes with it, in one round trip.
 func (s *Store) PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error) {
+	const sql = `WITH ins AS (
+			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		)
+		UPDATE replay_records SET revoked = true
+		WHERE request_id = $2 AND key <> $1 AND NOT revoked
+		RETURNING key`
+	args := []any{rec.Key, rec.RequestID, rec.ClientID, rec.Subject, rec.Fingerprint, rec.Sealed,
+		storage.NormalizeTime(rec.WindowEnd), rec.Revoked}
+	if s.queueFrom(ctx) != nil {
+		// A deferred transaction: the queued token writes and this one in
+		// one round trip.
+		return s.flushWith(ctx, &queuedQuery{op: "put replay record", sql: sql, args: args})
+	}
 	rows, err := s.q(ctx).Query(ctx, `WITH ins AS (
 			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)

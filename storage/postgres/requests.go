@@ -46,7 +46,11 @@ func (s *Store) create(ctx context.Context, table, sig string, r fosite.Requeste
 		vals += ", $13"
 		args = append(args, accessSig)
 	}
-	_, err = s.q(ctx).Exec(ctx, `INSERT INTO `+table+` (`+cols+`) VALUES (`+vals+`)`, args...)
+	sql := `INSERT INTO ` + table + ` (` + cols + `) VALUES (` + vals + `)`
+	if (table == tableAccess || table == tableRefresh) && s.enqueue(ctx, op, sql, args...) {
+		return nil // sent with the next PutReplayRecord or Commit
+	}
+	_, err = s.q(ctx).Exec(ctx, sql, args...)
 	return translate(op, err)
 }
 
@@ -280,8 +284,12 @@ func (s *Store) GetPKCERequestSession(ctx context.Context, sig string, session f
 
 // DeletePKCERequestSession deletes the PKCE session with a conditional
 // DELETE. It returns storage.ErrNotFound if nothing was deleted, so of
-// concurrent callers exactly one succeeds.
+// concurrent callers exactly one succeeds. In a deferred transaction
+// (BeginDeferredTX) the delete is queued and reports nothing.
 func (s *Store) DeletePKCERequestSession(ctx context.Context, sig string) error {
+	if s.enqueue(ctx, "delete pkce session", `DELETE FROM pkce_sessions WHERE signature = $1`, sig) {
+		return nil // deferred: sent with the next PutReplayRecord or Commit
+	}
 	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM pkce_sessions WHERE signature = $1`, sig)
 	if err != nil {
 		return translate("delete pkce session", err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ory/fosite"
+
 	"github.com/authd/authd/storage"
 )
 
@@ -215,5 +217,87 @@ func testGrantActive(t *testing.T, s storage.Store) {
 	}
 	if ok, err := s.GrantActive(ctx, "grant-1"); ok || err != nil {
 		t.Fatalf("GrantActive after revocation = %v, %v", ok, err)
+	}
+}
+
+// testDeferredTx: in a transaction from BeginDeferredTX, queued token
+// writes and a replay record commit together; a failing queued write fails
+// the transaction and leaves nothing; a rollback leaves nothing.
+func testDeferredTx(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	req := newRequest("c1", "grant-1")
+	if err := s.CreatePKCERequestSession(ctx, "code1", req); err != nil {
+		t.Fatal(err)
+	}
+	tctx, err := s.BeginDeferredTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateAccessTokenSession(tctx, "at1", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateRefreshTokenSession(tctx, "rt1", "at1", req); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.DeletePKCERequestSession(tctx, "code1")
+	if _, err := s.PutReplayRecord(tctx, replayRecord("c:code1", "grant-1", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(tctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAccessTokenSession(ctx, "at1", &fosite.DefaultSession{}); err != nil {
+		t.Errorf("access token after commit: %v", err)
+	}
+	if _, err := s.GetRefreshTokenSession(ctx, "rt1", &fosite.DefaultSession{}); err != nil {
+		t.Errorf("refresh token after commit: %v", err)
+	}
+	if _, err := s.GetPKCERequestSession(ctx, "code1", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("PKCE session after commit: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetReplayRecord(ctx, "c:code1"); err != nil {
+		t.Errorf("replay record after commit: %v", err)
+	}
+
+	// A queued write that fails (a taken signature) fails the
+	// transaction, whoever sends it, and nothing of it stays.
+	for _, withRecord := range []bool{false, true} {
+		tctx, err = s.BeginDeferredTX(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := s.CreateAccessTokenSession(tctx, "at-new", req) != nil
+		failed = s.CreateAccessTokenSession(tctx, "at1", req) != nil || failed
+		if withRecord {
+			_, perr := s.PutReplayRecord(tctx, replayRecord("c:code2", "grant-1", "c1"))
+			failed = perr != nil || failed
+		}
+		if failed {
+			// The error came at the call: the caller rolls back.
+			_ = s.Rollback(tctx)
+		} else if err := s.Commit(tctx); err == nil {
+			t.Fatalf("a transaction with a duplicate access token committed (record %v)", withRecord)
+		}
+		if _, err := s.GetAccessTokenSession(ctx, "at-new", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("a write of a failed transaction stayed (record %v): %v", withRecord, err)
+		}
+		if _, err := s.GetReplayRecord(ctx, "c:code2"); !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("the replay record of a failed transaction stayed: %v", err)
+		}
+	}
+
+	tctx, err = s.BeginDeferredTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateAccessTokenSession(tctx, "at-rolled-back", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rollback(tctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetAccessTokenSession(ctx, "at-rolled-back", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("a rolled-back deferred write stayed: %v", err)
 	}
 }

@@ -61,6 +61,7 @@ var cases = []testCase{
 	{"ReplayRecordSupersededAndDeletedWithClient", testReplayRecordSuperseded},
 	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
 	{"GrantActive", testGrantActive},
+	{"DeferredTx", testDeferredTx},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
