@@ -75,7 +75,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("route", route),
 				slog.Int("status", sw.status),
-				slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+				slog.Float64("latency_s", time.Since(start).Seconds()),
 			)
 		}()
 		next.ServeHTTP(sw, r)

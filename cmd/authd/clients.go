@@ -32,7 +32,8 @@ prints the JSON answer the API would send.
 
 create, update and rotate-secret take -idempotency-key KEY: a retry with the
 same key and input prints the first answer (the same client_secret) instead
-of acting twice.
+of acting twice. -v prints the audit event of each command on stderr (the
+server logs those of the API).
 `
 
 // clientsCommands lists the "authd clients" commands and whether each takes
@@ -52,12 +53,12 @@ var clientsCommands = map[string]struct{ id, stdin, key bool }{
 // (indented JSON) on stdout and the audit event on stderr, and fails for an
 // error response (exit status 2 for a request the API answers 4xx).
 func cmdClients(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		if len(args) > 0 {
 			_, _ = io.WriteString(stdout, clientsUsage)
 			return nil
 		}
-		return usagef("usage: authd clients create|list|get|update|delete|rotate-secret (see authd clients -h)")
+		return usagef("usage: authd clients create|list|get|update|delete|rotate-secret (run \"authd help clients\")")
 	}
 	name := args[0]
 	cmd, ok := clientsCommands[name]
@@ -67,13 +68,15 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	rest := args[1:]
 
 	var (
-		c      config
-		key    string
-		limit  int
-		cursor string
+		c       config
+		key     string
+		limit   int
+		cursor  string
+		verbose bool
 	)
 	fs := flag.NewFlagSet("clients "+name, flag.ContinueOnError)
 	c.flags(fs, false)
+	fs.BoolVar(&verbose, "v", false, "print the audit event on stderr")
 	if cmd.key {
 		fs.StringVar(&key, "idempotency-key", "", "make the command safe to retry: a retry with the same key and input prints the first answer")
 	}
@@ -87,13 +90,13 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
 		id, rest = rest[0], rest[1:]
 	}
-	if err := parse(fs, rest, getenv, stdout); err != nil {
+	if err := parse(fs, clientsUsage, rest, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if cmd.id && id == "" && fs.NArg() == 1 {
 		id = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return usagef("authd clients %s: unexpected argument %q", name, fs.Arg(0))
+	} else if err := noArgs(fs); err != nil {
+		return err
 	}
 	if cmd.id && id == "" {
 		return usagef("usage: authd clients %s ID", name)
@@ -130,7 +133,7 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	defer closeStore()
 	admin, err := oauth.NewAdmin(oauth.Config{Secret: []byte(c.Secret)}, oauth.Deps{
 		Store:  store,
-		Logger: slog.New(slog.NewJSONHandler(stderr, nil)),
+		Logger: auditLogger(verbose, stderr),
 	})
 	if err != nil {
 		return usagef("%v", err)
@@ -158,9 +161,27 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	return printAdminResponse(stdout, resp)
 }
 
+// auditLogger is where the admin service's audit events go: the server's
+// log for the API; for a CLI user, nowhere unless -v asks for them.
+func auditLogger(verbose bool, stderr io.Writer) *slog.Logger {
+	if verbose {
+		return newLogger(stderr, false, slog.LevelInfo)
+	}
+	return discardLogger()
+}
+
 // printAdminResponse prints the body indented and turns an error response
 // into an error naming its code and description.
 func printAdminResponse(stdout io.Writer, resp oauth.AdminResponse) error {
+	if resp.Status >= 300 {
+		var e oauth.RegistrationError
+		_ = json.Unmarshal(resp.Body, &e)
+		msg := fmt.Sprintf("%s: %s", e.Code, e.Description)
+		if slices.Contains([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, resp.Status) {
+			return usagef("%s", msg)
+		}
+		return fmt.Errorf("%s (status %d)", msg, resp.Status)
+	}
 	var out bytes.Buffer
 	body := bytes.TrimSpace(resp.Body)
 	if err := json.Indent(&out, body, "", "  "); err != nil {
@@ -168,19 +189,8 @@ func printAdminResponse(stdout io.Writer, resp oauth.AdminResponse) error {
 		out.Write(body)
 	}
 	out.WriteByte('\n')
-	if _, err := stdout.Write(out.Bytes()); err != nil {
-		return err
-	}
-	if resp.Status < 300 {
-		return nil
-	}
-	var e oauth.RegistrationError
-	_ = json.Unmarshal(resp.Body, &e)
-	msg := fmt.Sprintf("%s: %s", e.Code, e.Description)
-	if slices.Contains([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, resp.Status) {
-		return usagef("%s", msg)
-	}
-	return fmt.Errorf("%s (status %d)", msg, resp.Status)
+	_, err := stdout.Write(out.Bytes())
+	return err
 }
 
 // isFlag reports whether arg names a flag of fs (or asks for help).

@@ -69,16 +69,16 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 // parse parses args, then fills every flag not given on the command line
 // from its AUTHD_* variable (flag -database-url ← AUTHD_DATABASE_URL): a flag
 // wins over the environment. The environment comes from getenv, so tests
-// inject it. Errors name the setting; -h prints the flags to stdout.
-func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer) error {
+// inject it. Errors name the setting; -h prints usage (the command's text)
+// and the flags to stdout and returns errHelp.
+func parse(fs *flag.FlagSet, usage string, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printUsage(fs, usage, stdout)
 			return errHelp
 		}
-		return usagef("%v", strings.ReplaceAll(err.Error(), "parse error", "invalid value (durations look like 60s, 15m or 1h)"))
+		return usagef("%s: %v (run \"authd help %s\")", fs.Name(), strings.ReplaceAll(err.Error(), "parse error", "invalid value (durations look like 60s, 15m or 1h)"), commandOf(fs))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -87,14 +87,56 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout i
 		if set[f.Name] || err != nil {
 			return
 		}
-		env := "AUTHD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
+		if v := getenv(envName(f.Name)); v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = usagef("%s: %q is not valid%s", env, v, expectedForm(f))
+				err = usagef("%s: %q is not valid%s", envName(f.Name), v, expectedForm(f))
 			}
 		}
 	})
 	return err
+}
+
+// parseNoArgs is parse for a command that takes no positional argument:
+// one is a usage error (Go's flag package stops at the first non-flag, so
+// "serve extra -addr x" would otherwise ignore "-addr x" silently).
+func parseNoArgs(fs *flag.FlagSet, usage string, args []string, getenv func(string) string, stdout io.Writer) error {
+	if err := parse(fs, usage, args, getenv, stdout); err != nil {
+		return err
+	}
+	return noArgs(fs)
+}
+
+// noArgs refuses the arguments left after the flags of fs.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q (run \"authd help %s\")", fs.Name(), fs.Arg(0), commandOf(fs))
+	}
+	return nil
+}
+
+// commandOf is the top-level command of a flag set ("clients get" → clients).
+func commandOf(fs *flag.FlagSet) string {
+	name, _, _ := strings.Cut(fs.Name(), " ")
+	return name
+}
+
+// printUsage writes a command's usage text and its flags.
+func printUsage(fs *flag.FlagSet, usage string, w io.Writer) {
+	io.WriteString(w, usage)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	io.WriteString(w, "\nFlags (each also an AUTHD_* variable, e.g. -database-url is AUTHD_DATABASE_URL):\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// envName is the AUTHD_* variable of a flag.
+func envName(flagName string) string {
+	return "AUTHD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // expectedForm says what a flag's value should look like.

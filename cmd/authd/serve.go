@@ -19,13 +19,29 @@ import (
 	"github.com/authd/authd/storage"
 )
 
+const serveUsage = `usage: authd serve [flags]
+
+Runs the server: the OAuth endpoints, pages and admin API on AUTHD_ADDR, and
+/metrics, /healthz, /readyz (and pprof, when enabled) on AUTHD_OPS_ADDR.
+Needs AUTHD_DATABASE_URL (migrated with "authd migrate up") and AUTHD_SECRET.
+Logs are JSON on stderr. SIGTERM or SIGINT: readiness turns 503, in-flight
+requests finish, then the process exits.
+`
+
+const devUsage = `usage: authd dev [flags]
+
+Runs authd on in-memory storage and replay cache with a generated secret, a
+demo user (demo / demo-password) and a demo public client, and prints a ready
+authorization URL. Nothing is kept. Logs are text on stderr.
+`
+
 // cmdServe runs the server until ctx ends (SIGINT/SIGTERM), then shuts down
 // gracefully: in-flight requests finish, connections close.
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parse(fs, args, getenv, stdout); err != nil {
+	if err := parseNoArgs(fs, serveUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if err := c.validate(true); err != nil {
@@ -35,7 +51,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(stderr, true, level)
 	return serve(ctx, c, log, nil, stdout)
 }
 
@@ -148,7 +164,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	var c config
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parse(fs, args, getenv, stdout); err != nil {
+	if err := parseNoArgs(fs, devUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if c.Secret == "" {
@@ -163,7 +179,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := c.validate(true); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := newLogger(stderr, false, slog.LevelInfo)
 	verifier := oauth2.GenerateVerifier()
 	c.demoVerifier = verifier
 	return serve(ctx, c, log, func(srv *oauth.Server, store storage.Store, issuer string) error {
