@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/gorilla/mux"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Endpoint paths, advertised in the RFC 8414 metadata.
@@ -17,7 +16,9 @@ const (
 	pathMetadata   = "/.well-known/oauth-authorization-server"
 )
 
-// routes registers every route in one place.
+// routes registers every route of the public listener in one place: the
+// protocol, the pages and the admin API. /metrics, /healthz and /readyz
+// are on the operations listener (package ops), never here.
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(s.handleNotFound)
@@ -40,12 +41,9 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
-	r.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet)
-	r.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
-	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
 	s.adminRoutes(r) // /admin/clients…, admin.go
 
 	return s.logRequests(limitAdminBody(limitBody(r)))

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,7 +40,8 @@ type config struct {
 	LogLevel        string
 	TokenRateLimit  float64
 	jobs            jobsConfig // job worker and janitor (janitor.go)
-	perf            perfConfig // client cache and profiling listener (perf.go)
+	perf            perfConfig // client cache (perf.go)
+	ops             opsConfig  // operations listener (ops.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -64,6 +66,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
+	c.ops.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -224,12 +227,12 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 }
 
 // openCache opens the replay cache. go-redis's own log lines go to log
-// (as JSON under serve), at warn level.
+// (as JSON under serve), at info level, one per 10 s (redisLogger).
 func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
 		return exchangecache.NewMemory(), func() {}, nil
 	}
-	redis.SetLogger(redisLogger{log})
+	redis.SetLogger(&redisLogger{log: log})
 	opts, err := parseRedisURL(redisURL)
 	if err != nil {
 		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
@@ -343,10 +346,35 @@ func firstLine(err error) string {
 	return strings.Join(parts, " ")
 }
 
-// redisLogger adapts slog to go-redis's logger interface.
-type redisLogger struct{ log *slog.Logger }
+// redisLogger adapts slog to go-redis's logger interface. go-redis logs
+// from inside its connection pool, so while Redis is down it could write a
+// line per call (per readiness probe, per login): redisLogger lets one line
+// through per redisLogEvery and counts the others. Its lines are info: the
+// warning that Redis is down is authd's own (the readiness probe's, and the
+// replay cache's fail-open), at most one of each per 10 s.
+type redisLogger struct {
+	log *slog.Logger
 
-// Printf logs one go-redis message at warn level.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// redisLogEvery is the README's promise: one Redis warning per 10 s.
+const redisLogEvery = 10 * time.Second
+
+// Printf logs one go-redis message at info level, unless one was logged
+// within redisLogEvery.
+func (l *redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < redisLogEvery {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	l.log.InfoContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "source", "go-redis", "suppressed", n)
 }

@@ -47,6 +47,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := c.validate(true); err != nil {
 		return err
 	}
+	if err := c.ops.validate(getenv); err != nil {
+		return err
+	}
 	level, err := parseLevel(c.LogLevel)
 	if err != nil {
 		return err
@@ -88,12 +91,16 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		return err
 	}
 	defer stopJobs()
-	stopPprof, err := startPprof(c.perf, log)
+	if err := c.perf.validate(); err != nil {
+		ln.Close()
+		return err
+	}
+	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	defer stopPprof()
+	defer opsl.stop()
 	if ready != nil {
 		if err := ready(srv, store, c.Issuer); err != nil {
 			ln.Close()
@@ -116,6 +123,19 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	// Draining: readiness turns 503 first, so load balancers stop sending
+	// new requests while this process still serves them; then the listener
+	// closes and in-flight requests finish; the operations listener closes
+	// last (deferred).
+	opsl.health.Drain()
+	log.Info("draining: readiness is 503; serving for the drain delay", "drain_delay", c.ops.DrainDelay)
+	if c.ops.DrainDelay > 0 {
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(c.ops.DrainDelay):
+		}
 	}
 	log.Info("shutting down: finishing in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -176,7 +196,13 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !flagSet(fs, "token-rate-limit") && getenv("AUTHD_TOKEN_RATE_LIMIT") == "" {
 		c.TokenRateLimit = 0 // off in dev
 	}
+	if !flagSet(fs, "drain-delay") && getenv("AUTHD_DRAIN_DELAY") == "" {
+		c.ops.DrainDelay = 0 // Ctrl-C stops dev at once
+	}
 	if err := c.validate(true); err != nil {
+		return err
+	}
+	if err := c.ops.validate(getenv); err != nil {
 		return err
 	}
 	log := newLogger(stderr, false, slog.LevelInfo)
