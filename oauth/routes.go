@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 )
@@ -44,7 +45,16 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
-	s.adminRoutes(r) // /admin/clients…, admin.go
-
-	return s.logRequests(limitAdminBody(limitBody(r)))
+	// /admin/…: the admin API's adapter (admin.go), which bounds its own
+	// bodies with RFC 7591 errors, so it is mounted beside the public
+	// body limit rather than under it.
+	admin := s.admin.handler(r.NotFoundHandler, r.MethodNotAllowedHandler)
+	public := limitBody(r)
+	return s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/admin/") {
+			admin.ServeHTTP(w, req)
+			return
+		}
+		public.ServeHTTP(w, req)
+	}))
 }

@@ -70,7 +70,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.provider = newProvider(cfg, deps.Store, s.hasher)
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
-	s.admin = newAdmin(cfg, Deps{Store: deps.Store, Logger: deps.Logger, Now: deps.Now})
+	admin, err := newAdmin(cfg, Deps{Store: deps.Store, Logger: deps.Logger, Now: deps.Now})
+	if err != nil {
+		return nil, err
+	}
+	s.admin = admin
 	if deps.Cache != nil && !cfg.DisableReplay {
 		s.replay = newReplayer(s, deps.Cache)
 	}

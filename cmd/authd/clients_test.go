@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/authd/authd/clientadmin"
 	"github.com/authd/authd/storage/postgres/pgtest"
 )
 
@@ -49,7 +51,7 @@ func TestClientsCommands(t *testing.T) {
 		t.Fatalf("create retried with the same key = %v (%v), want %v", again, err, first)
 	}
 	_, err = clients(`{"client_name":"Other","redirect_uris":["https://cli.example/cb"]}`, "create", "-idempotency-key", "cli-key-1")
-	if err == nil || !strings.Contains(err.Error(), "idempotency_key_reused") {
+	if !errors.Is(err, clientadmin.ErrKeyReused) || !strings.Contains(err.Error(), "idempotency_key_reused") {
 		t.Fatalf("same key, other input: %v", err)
 	}
 	id := str(first, "client_id")
@@ -104,13 +106,16 @@ func TestClientsCommands(t *testing.T) {
 	// An error is printed once, by main (the returned error): nothing on
 	// stdout.
 	gone, err := clients("", "get", id)
-	if err == nil || !strings.Contains(err.Error(), "not_found") || len(gone) != 0 {
+	if !errors.Is(err, clientadmin.ErrNotFound) || !strings.Contains(err.Error(), "not_found") || len(gone) != 0 {
 		t.Fatalf("get after delete: %v %v", gone, err)
+	}
+	if code := exitCode(err, io.Discard); code != 1 {
+		t.Fatalf("get after delete: exit status %d, want 1 (not a usage error)", code)
 	}
 
 	// A client_id may start with "-" (base64url): it is still the ID.
 	odd, err := clients("", "get", "-not-a-flag")
-	if err == nil || !strings.Contains(err.Error(), "not_found") || len(odd) != 0 {
+	if !errors.Is(err, clientadmin.ErrNotFound) || len(odd) != 0 {
 		t.Fatalf("get -not-a-flag: %v %v", odd, err)
 	}
 
