@@ -18,7 +18,7 @@
 #   BENCH_REDIS_DB     Redis database number used by authd (default 9)
 #   BENCH_LOG_LEVEL    authd's AUTHD_LOG_LEVEL (default info, as in production)
 #   BENCH_PROFILE      if 1, also take a CPU profile of authd during each run
-#                      (bench/results/<date>/<mode>-c<c>.cpu.pprof; AUTHD_PPROF_ADDR)
+#                      (bench/results/<date>/<mode>-c<c>.cpu.pprof; AUTHD_PPROF=on)
 #   BENCH_WAIT_IDLE    seconds to wait, before each run, for the machine's 1-minute
 #                      load average to drop below 1.5 per CPU (default 30; 0: never)
 #   BENCH_TOKEN_RATE_LIMIT  authd's per-client token rate limit (default 0: off,
@@ -74,8 +74,11 @@ export AUTHD_LOG_LEVEL=$LOG_LEVEL
 export AUTHD_REPLAY_WINDOW=5m
 export AUTHD_CODE_TTL=5m
 export AUTHD_TOKEN_RATE_LIMIT=${BENCH_TOKEN_RATE_LIMIT:-0}
-PPROF_ADDR=127.0.0.1:16060
-[ "${BENCH_PROFILE:-0}" = 1 ] && export AUTHD_PPROF_ADDR=$PPROF_ADDR
+# /readyz, /metrics and pprof are on the operations listener.
+OPS_ADDR=127.0.0.1:19090
+export AUTHD_OPS_ADDR=$OPS_ADDR
+PPROF_ADDR=$OPS_ADDR
+[ "${BENCH_PROFILE:-0}" = 1 ] && export AUTHD_PPROF=on
 
 "$work/authd" migrate up >&2
 password=$(head -c 18 /dev/urandom | base64 | tr -d '\n/+=')
@@ -100,10 +103,10 @@ log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log lev
 "$work/authd" serve 2>"$work/authd.log" &
 authd_pid=$!
 for _ in $(seq 1 100); do
-	curl -fsS "http://$ADDR/readyz" >/dev/null 2>&1 && break
+	curl -fsS "http://$OPS_ADDR/readyz" >/dev/null 2>&1 && break
 	sleep 0.1
 done
-curl -fsS "http://$ADDR/readyz" >/dev/null || { cat "$work/authd.log" >&2; exit 1; }
+curl -fsS "http://$OPS_ADDR/readyz" >/dev/null || { cat "$work/authd.log" >&2; exit 1; }
 
 log "starting the HTTP ceiling server on $CEIL_ADDR"
 "$work/authbench" ceiling-http -serve-only -listen "$CEIL_ADDR" >/dev/null &

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -85,14 +87,21 @@ type RedisOptions struct {
 	// PollInterval is the time between two checks in Wait. Default
 	// DefaultRedisPollInterval (5 ms).
 	PollInterval time.Duration
+	// Logger, when set, receives one warning when Redis cannot be reached,
+	// at most once per WarnEvery (default 10 s) however many calls fail:
+	// the one place that reports the cache's health in the log.
+	Logger *slog.Logger
+	// WarnEvery bounds the rate of that warning; default 10 s.
+	WarnEvery time.Duration
 }
 
 // Redis is a [Cache] in Redis, shared by every authd node. Each operation is
 // a single command or Lua script on a single key, so it is atomic and works
 // on a standalone server, Sentinel or Cluster.
 type Redis struct {
-	client redis.UniversalClient
-	opts   RedisOptions
+	client   redis.UniversalClient
+	opts     RedisOptions
+	lastWarn atomic.Int64 // Unix nanoseconds of the last warning
 }
 
 var _ Cache = (*Redis)(nil)
@@ -118,7 +127,25 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultRedisPollInterval
 	}
+	if opts.WarnEvery <= 0 {
+		opts.WarnEvery = 10 * time.Second
+	}
 	return &Redis{client: client, opts: opts}
+}
+
+// fail reports err, a failed round trip, to the log at most once per
+// WarnEvery, and returns it.
+func (r *Redis) fail(err error) error {
+	if r.opts.Logger == nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	last := r.lastWarn.Load()
+	if now-last >= int64(r.opts.WarnEvery) && r.lastWarn.CompareAndSwap(last, now) {
+		r.opts.Logger.Warn("replay cache (Redis) unreachable: authd keeps serving and answers retried exchanges from PostgreSQL",
+			"error", err.Error(), "every_s", r.opts.WarnEvery.Seconds())
+	}
+	return err
 }
 
 // redisKey returns the Redis key for a cache key.
@@ -161,7 +188,7 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 	owner := rand.Text()
 	vals, err := claimScript.Run(ctx, r.client, []string{r.redisKey(key)}, fingerprint, owner, millis(inflightTTL)).StringSlice()
 	if err != nil {
-		return Result{}, fmt.Errorf("exchangecache: claim: %w", err)
+		return Result{}, r.fail(fmt.Errorf("exchangecache: claim: %w", err))
 	}
 	switch len(vals) {
 	case 0:
@@ -187,7 +214,7 @@ func (r *Redis) lookup(ctx context.Context, key, fingerprint string) (Result, er
 	defer cancel()
 	vals, err := r.client.HMGet(ctx, r.redisKey(key), "s", "f", "d").Result()
 	if err != nil {
-		return Result{}, fmt.Errorf("exchangecache: lookup: %w", err)
+		return Result{}, r.fail(fmt.Errorf("exchangecache: lookup: %w", err))
 	}
 	if len(vals) != 3 {
 		return Result{}, fmt.Errorf("exchangecache: lookup: unexpected reply of %d values", len(vals))
@@ -213,7 +240,7 @@ func (r *Redis) Complete(ctx context.Context, key, owner string, sealed []byte, 
 	defer cancel()
 	n, err := completeScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner, sealed, millis(ttl)).Int()
 	if err != nil {
-		return fmt.Errorf("exchangecache: complete: %w", err)
+		return r.fail(fmt.Errorf("exchangecache: complete: %w", err))
 	}
 	if n != 1 {
 		return ErrNotOwner
@@ -230,7 +257,7 @@ func (r *Redis) Release(ctx context.Context, key, owner string) error {
 	defer cancel()
 	n, err := releaseScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner).Int()
 	if err != nil {
-		return fmt.Errorf("exchangecache: release: %w", err)
+		return r.fail(fmt.Errorf("exchangecache: release: %w", err))
 	}
 	if n != 1 {
 		return ErrNotOwner
@@ -260,7 +287,7 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	if err := r.client.Del(ctx, r.redisKey(key)).Err(); err != nil {
-		return fmt.Errorf("exchangecache: forget: %w", err)
+		return r.fail(fmt.Errorf("exchangecache: forget: %w", err))
 	}
 	return nil
 }
@@ -271,7 +298,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("exchangecache: ping: %w", err)
+		return r.fail(fmt.Errorf("exchangecache: ping: %w", err))
 	}
 	return nil
 }

@@ -1,11 +1,14 @@
 package exchangecache_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -234,4 +237,49 @@ func BenchmarkRedisClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestRedisWarnsOncePerInterval: with Redis down, however many calls fail,
+// the cache logs one warning per WarnEvery.
+func TestRedisWarnsOncePerInterval(t *testing.T) {
+	addr, stop := redistest.Start(t)
+	var buf syncBuffer
+	r := exchangecache.NewRedis(redistest.NewClient(t, addr), exchangecache.RedisOptions{
+		Prefix: "warn-test:", Logger: slog.New(slog.NewJSONHandler(&buf, nil)), WarnEvery: time.Minute})
+	stop()
+	ctx := context.Background()
+	for range 10 {
+		_, _ = r.Claim(ctx, "k", "fp", time.Second)
+		_ = r.Ping(ctx)
+	}
+	if n := strings.Count(buf.String(), `"level":"WARN"`); n != 1 {
+		t.Fatalf("%d warnings for 20 failed calls, want 1:\n%s", n, buf.String())
+	}
+	// After the interval, the next failure warns again.
+	r2 := exchangecache.NewRedis(redistest.NewClient(t, addr), exchangecache.RedisOptions{
+		Prefix: "warn-test:", Logger: slog.New(slog.NewJSONHandler(&buf, nil)), WarnEvery: time.Millisecond})
+	_ = r2.Ping(ctx)
+	time.Sleep(5 * time.Millisecond)
+	_ = r2.Ping(ctx)
+	if n := strings.Count(buf.String(), `"level":"WARN"`); n != 3 {
+		t.Fatalf("%d warnings after the interval, want 3", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,6 +10,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/authd/authd/secrets"
 )
 
 const (
@@ -38,15 +39,11 @@ type cookieCodec struct {
 }
 
 func newCookieCodec(secret []byte, secure bool, now func() time.Time) *cookieCodec {
-	block, err := aes.NewCipher(deriveKey(secret, "session-cookie"))
-	if err != nil {
-		panic(err) // a 32-byte key always works.
+	return &cookieCodec{
+		aead:    secrets.NewAEAD(secret, "session-cookie"),
+		csrfKey: secrets.Derive(secret, "csrf"),
+		secure:  secure, now: now,
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
-	return &cookieCodec{aead: aead, csrfKey: deriveKey(secret, "csrf"), secure: secure, now: now}
 }
 
 var errNoSession = errors.New("oauth: no valid session")

@@ -2,8 +2,10 @@
 // (authorization code + PKCE, refresh, introspection, revocation) over a
 // storage.Store, puts the exchange replay cache in front of the token
 // endpoint, and serves the HTTP endpoints and the login/consent pages. Admin
-// (admin.go) is the client administration behind /admin/ and "authd clients",
-// with Idempotency-Key handling (idempotency.go).
+// (admin.go) is the HTTP adapter of the client administration service
+// (package clientadmin) behind /admin/. Keys derived from the system secret
+// come from package secrets. /metrics, /healthz and /readyz are not served
+// here but on the operations listener (package ops).
 //
 // It is the only package that knows both fosite and the replay cache.
 // Everything it needs is passed to New explicitly (Config, Deps): it holds no

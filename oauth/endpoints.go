@@ -1,12 +1,10 @@
 package oauth
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/ory/fosite"
 
@@ -176,31 +174,6 @@ func (s *Server) handleCSS(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/css; charset=utf-8")
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	_, _ = w.Write(templates.CSS)
-}
-
-func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// handleReadyz reports 200 when the database (and Redis, if configured) are
-// reachable, 503 otherwise.
-func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	status := map[string]string{"database": "ok"}
-	code := http.StatusOK
-	if err := s.store.Ping(ctx); err != nil {
-		status["database"] = "unavailable"
-		code = http.StatusServiceUnavailable
-	}
-	if p, ok := s.cache.(interface{ Ping(context.Context) error }); ok && s.cache != nil {
-		status["cache"] = "ok"
-		if err := p.Ping(ctx); err != nil {
-			status["cache"] = "unavailable"
-			code = http.StatusServiceUnavailable
-		}
-	}
-	writeJSON(w, code, status)
 }
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {

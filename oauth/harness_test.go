@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
@@ -101,7 +102,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h.app = app
-	h.srv.Config.Handler = app
+	// The test server also answers /metrics, which authd serves on its
+	// operations listener (package ops), so tests can read the counters.
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(app.Registry(), promhttp.HandlerOpts{}))
+	mux.Handle("/", app)
+	h.srv.Config.Handler = mux
 	h.srv.Start()
 	t.Cleanup(h.srv.Close)
 	if o.pool == nil {

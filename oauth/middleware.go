@@ -34,8 +34,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // cardinality, nothing from the query string is ever logged).
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
-	pathLogout: true, pathMetadata: true, "/healthz": true, "/readyz": true,
-	"/metrics": true, "/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
+	pathLogout: true, pathMetadata: true,
+	"/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 
 // logRequests logs one line per request: request id, method, route, status
@@ -75,7 +75,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("route", route),
 				slog.Int("status", sw.status),
-				slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+				slog.Float64("latency_s", time.Since(start).Seconds()),
 			)
 		}()
 		next.ServeHTTP(sw, r)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/authd/authd/exchangecache"
@@ -14,8 +13,6 @@ const (
 	// replayInflightTTL bounds how long a claim survives a crashed node;
 	// longer than any sane exchange.
 	replayInflightTTL = 10 * time.Second
-	// failOpenLogEvery rate-limits the "cache unavailable" warning.
-	failOpenLogEvery = 10 * time.Second
 	// replayClaimRounds bounds claim → wait → released → claim loops.
 	replayClaimRounds = 3
 )
@@ -49,7 +46,6 @@ type replayCache struct {
 	now       func() time.Time
 	metrics   *metrics
 	log       *slog.Logger
-	lastWarn  atomic.Int64
 }
 
 func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
@@ -138,12 +134,9 @@ func (c *replayCache) claimed(ctx context.Context, req *tokenRequest, owner stri
 }
 
 // failOpen records that the cache could not answer; the request proceeds
-// without it. The warning is logged at most once per failOpenLogEvery.
+// without it. The cache reports its own health in the log (at most one
+// warning per 10 s, exchangecache.RedisOptions.Logger); here it is counted.
 func (c *replayCache) failOpen(err error) {
 	c.metrics.replay.WithLabelValues("fail_open").Inc()
-	now := time.Now().UnixNano()
-	last := c.lastWarn.Load()
-	if now-last >= int64(failOpenLogEvery) && c.lastWarn.CompareAndSwap(last, now) {
-		c.log.Warn("replay cache unavailable; retried exchanges are answered from PostgreSQL", "error", err)
-	}
+	c.log.Debug("replay cache unavailable; answering from PostgreSQL", "error", err)
 }

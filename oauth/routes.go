@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Endpoint paths, advertised in the RFC 8414 metadata.
@@ -18,7 +17,9 @@ const (
 	pathMetadata   = "/.well-known/oauth-authorization-server"
 )
 
-// routes registers every route in one place.
+// routes registers every route of the public listener in one place: the
+// protocol, the pages and the admin API. /metrics, /healthz and /readyz
+// are on the operations listener (package ops), never here.
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(s.handleNotFound)
@@ -43,15 +44,21 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
-	r.HandleFunc("/healthz", s.handleHealthz).Methods(http.MethodGet)
-	r.HandleFunc("/readyz", s.handleReadyz).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
-	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
-	s.adminRoutes(r) // /admin/clients…, admin.go
-
-	return s.logRequests(limitAdminBody(limitBody(r)))
+	// /admin/…: the admin API's adapter (admin.go), which bounds its own
+	// bodies with RFC 7591 errors, so it is mounted beside the public
+	// body limit rather than under it.
+	admin := s.admin.handler(r.NotFoundHandler, r.MethodNotAllowedHandler)
+	public := limitBody(r)
+	return s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/admin/") {
+			admin.ServeHTTP(w, req)
+			return
+		}
+		public.ServeHTTP(w, req)
+	}))
 }
 
 // allowedMethods lists the methods router serves for req's path, for the

@@ -101,7 +101,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
-	s.admin = newAdmin(cfg, Deps{Store: revoking, Logger: deps.Logger, Now: deps.Now})
+	admin, err := newAdmin(cfg, Deps{Store: revoking, Logger: deps.Logger, Now: deps.Now})
+	if err != nil {
+		return nil, err
+	}
+	s.admin = admin
 	s.handler = s.routes()
 	return s, nil
 }

@@ -18,15 +18,30 @@ import (
 	"github.com/authd/authd/storage/postgres"
 )
 
+const migrateUsage = `usage: authd migrate up|status [flags]
+
+  up       apply the embedded SQL migrations to AUTHD_DATABASE_URL, then show the version
+  status   show the schema version and whether it is behind this binary
+`
+
 // cmdMigrate applies ("up") or shows ("status") the embedded migrations.
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 || (args[0] != "up" && args[0] != "status") {
-		return usagef("usage: authd migrate up|status")
-	}
 	var c config
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	c.flags(fs, false)
-	if err := parse(fs, args[1:], getenv, stdout); err != nil {
+	if len(args) == 0 || isHelp(args[0]) {
+		if len(args) > 0 {
+			printUsage(fs, migrateUsage, stdout)
+			return nil
+		}
+		return usagef("migrate: missing up or status (run \"authd help migrate\")")
+	}
+	if args[0] != "up" && args[0] != "status" {
+		return usagef("migrate: unknown command %q: up or status (run \"authd help migrate\")", args[0])
+	}
+	fs = flag.NewFlagSet("migrate "+args[0], flag.ContinueOnError)
+	c.flags(fs, false)
+	if err := parseNoArgs(fs, migrateUsage, args[1:], getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
@@ -54,26 +69,32 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
-const usersUsage = `usage: printf '%s\n' "$PASSWORD" | authd users add USERNAME
+const usersUsage = `usage: authd users add USERNAME [flags]
 
-Adds a user to AUTHD_DATABASE_URL; the password (8–72 bytes) is read from stdin.
+Adds a user to AUTHD_DATABASE_URL. The password (8–72 bytes) is read from
+stdin, one line:
+
+  printf '%s\n' "$PASSWORD" | authd users add USERNAME
 `
 
 // cmdUsers manages users: "users add USERNAME" reads the password from
 // stdin (one line) when stdin is not a terminal.
-func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, _ io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("users add", flag.ContinueOnError)
+	c.flags(fs, false)
 	if len(args) < 2 || args[0] != "add" || strings.HasPrefix(args[1], "-") {
-		if len(args) > 0 && (args[len(args)-1] == "-h" || args[len(args)-1] == "--help") {
-			_, _ = io.WriteString(stdout, usersUsage)
+		if len(args) > 0 && isHelp(args[len(args)-1]) {
+			printUsage(fs, usersUsage, stdout)
 			return nil
+		}
+		if len(args) > 0 && args[0] != "add" && !strings.HasPrefix(args[0], "-") {
+			return usagef("users: unknown command %q: only add (run \"authd help users\")", args[0])
 		}
 		return usagef("usage: printf '%%s\\n' \"$PASSWORD\" | authd users add USERNAME  (the password is read from stdin)")
 	}
 	username := args[1]
-	var c config
-	fs := flag.NewFlagSet("users", flag.ContinueOnError)
-	c.flags(fs, false)
-	if err := parse(fs, args[2:], getenv, stdout); err != nil {
+	if err := parseNoArgs(fs, usersUsage, args[2:], getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {

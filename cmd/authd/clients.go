@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"slices"
 	"strings"
 
-	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/clientadmin"
 )
 
 const clientsUsage = `usage: authd clients COMMAND [ID] [flags]
@@ -32,7 +31,8 @@ prints the JSON answer the API would send.
 
 create, update and rotate-secret take -idempotency-key KEY: a retry with the
 same key and input prints the first answer (the same client_secret) instead
-of acting twice.
+of acting twice. -v prints the audit event of each command on stderr (the
+server logs those of the API).
 `
 
 // clientsCommands lists the "authd clients" commands and whether each takes
@@ -47,17 +47,18 @@ var clientsCommands = map[string]struct{ id, stdin, key bool }{
 	"rotate-secret": {id: true, key: true},
 }
 
-// cmdClients runs "authd clients COMMAND": it calls oauth.Admin, the code
-// behind the admin API, as the local caller "cli", prints the response body
-// (indented JSON) on stdout and the audit event on stderr, and fails for an
-// error response (exit status 2 for a request the API answers 4xx).
+// cmdClients runs "authd clients COMMAND": it calls clientadmin.Service,
+// the code behind the admin API, as the local caller "cli", and prints the
+// result as indented JSON on stdout. An error is returned (and printed
+// once, by main) with the exit status clientsError picks; audit events go
+// to stderr only with -v.
 func cmdClients(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
 		if len(args) > 0 {
 			_, _ = io.WriteString(stdout, clientsUsage)
 			return nil
 		}
-		return usagef("usage: authd clients create|list|get|update|delete|rotate-secret (see authd clients -h)")
+		return usagef("usage: authd clients create|list|get|update|delete|rotate-secret (run \"authd help clients\")")
 	}
 	name := args[0]
 	cmd, ok := clientsCommands[name]
@@ -67,13 +68,15 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	rest := args[1:]
 
 	var (
-		c      config
-		key    string
-		limit  int
-		cursor string
+		c       config
+		key     string
+		limit   int
+		cursor  string
+		verbose bool
 	)
 	fs := flag.NewFlagSet("clients "+name, flag.ContinueOnError)
 	c.flags(fs, false)
+	fs.BoolVar(&verbose, "v", false, "print the audit event on stderr")
 	if cmd.key {
 		fs.StringVar(&key, "idempotency-key", "", "make the command safe to retry: a retry with the same key and input prints the first answer")
 	}
@@ -87,13 +90,13 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
 		id, rest = rest[0], rest[1:]
 	}
-	if err := parse(fs, rest, getenv, stdout); err != nil {
+	if err := parse(fs, clientsUsage, rest, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if cmd.id && id == "" && fs.NArg() == 1 {
 		id = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return usagef("authd clients %s: unexpected argument %q", name, fs.Arg(0))
+	} else if err := noArgs(fs); err != nil {
+		return err
 	}
 	if cmd.id && id == "" {
 		return usagef("usage: authd clients %s ID", name)
@@ -128,59 +131,87 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer closeStore()
-	admin, err := oauth.NewAdmin(oauth.Config{Secret: []byte(c.Secret)}, oauth.Deps{
-		Store:  store,
-		Logger: slog.New(slog.NewJSONHandler(stderr, nil)),
-	})
+	svc, err := clientadmin.New(clientadmin.Config{Secret: []byte(c.Secret), Store: store, Logger: auditLogger(verbose, stderr)})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	caller := admin.LocalCaller("cli")
-
-	var resp oauth.AdminResponse
-	switch name {
-	case "create", "add":
-		resp = admin.CreateClient(ctx, caller, key, body)
-	case "list":
-		resp = admin.ListClients(ctx, caller, limit, cursor)
-	case "get":
-		resp = admin.GetClient(ctx, caller, id)
-	case "update":
-		resp = admin.UpdateClient(ctx, caller, id, key, body)
-	case "delete":
-		resp = admin.DeleteClient(ctx, caller, id)
-		if resp.Status == http.StatusNoContent {
-			resp.Body, _ = json.Marshal(map[string]any{"client_id": id, "deleted": true})
-		}
-	case "rotate-secret":
-		resp = admin.RotateClientSecret(ctx, caller, id, key)
+	out, err := runClients(ctx, svc, svc.LocalCaller("cli"), name, id, key, body, limit, cursor)
+	if err != nil {
+		return clientsError(err)
 	}
-	return printAdminResponse(stdout, resp)
+	return printJSON(stdout, out)
 }
 
-// printAdminResponse prints the body indented and turns an error response
-// into an error naming its code and description.
-func printAdminResponse(stdout io.Writer, resp oauth.AdminResponse) error {
-	var out bytes.Buffer
-	body := bytes.TrimSpace(resp.Body)
-	if err := json.Indent(&out, body, "", "  "); err != nil {
-		out.Reset()
-		out.Write(body)
+// runClients runs one "authd clients" command on the service and returns
+// what to print: the JSON of a write's result (byte for byte what a retry
+// with the same key gets), or a value to encode.
+func runClients(ctx context.Context, svc *clientadmin.Service, caller clientadmin.Caller, name, id, key string, body []byte, limit int, cursor string) (any, error) {
+	// refused audits a request whose input could not be decoded.
+	refused := func(action string, err error) (any, error) {
+		svc.Audit(ctx, clientadmin.AuditEvent{Who: caller.String(), What: action, ClientID: id, IdempotencyKey: key != "", Err: err})
+		return nil, err
 	}
-	out.WriteByte('\n')
-	if _, err := stdout.Write(out.Bytes()); err != nil {
+	switch name {
+	case "create", "add":
+		meta, err := clientadmin.DecodeMetadata(body)
+		if err != nil {
+			return refused(clientadmin.ActionCreate, err)
+		}
+		res, err := svc.Create(ctx, caller, key, meta)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(res.JSON), nil
+	case "update":
+		req, err := clientadmin.DecodeUpdate(body)
+		if err != nil {
+			return refused(clientadmin.ActionUpdate, err)
+		}
+		res, err := svc.Update(ctx, caller, id, key, req)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(res.JSON), nil
+	case "rotate-secret":
+		res, err := svc.RotateSecret(ctx, caller, id, key)
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(res.JSON), nil
+	case "list":
+		return svc.List(ctx, caller, limit, cursor)
+	case "get":
+		return svc.Get(ctx, caller, id)
+	case "delete":
+		if err := svc.Delete(ctx, caller, id); err != nil {
+			return nil, err
+		}
+		return map[string]any{"client_id": id, "deleted": true}, nil
+	}
+	return nil, usagef("authd clients: unknown command %q", name)
+}
+
+// clientsError picks the exit status from the service's typed error: a
+// request the input made invalid (metadata, limit, cursor, a reused
+// Idempotency-Key) is a usage error, exit status 2; anything else (an
+// unknown client, a key still in flight, a conflict, the database) exits 1.
+func clientsError(err error) error {
+	for _, usage := range []error{clientadmin.ErrInvalidMetadata, clientadmin.ErrInvalidRedirectURI, clientadmin.ErrInvalidRequest, clientadmin.ErrKeyReused} {
+		if errors.Is(err, usage) {
+			return usagef("%w", err)
+		}
+	}
+	return err
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(stdout io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
 		return err
 	}
-	if resp.Status < 300 {
-		return nil
-	}
-	var e oauth.RegistrationError
-	_ = json.Unmarshal(resp.Body, &e)
-	msg := fmt.Sprintf("%s: %s", e.Code, e.Description)
-	if slices.Contains([]int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, resp.Status) {
-		return usagef("%s", msg)
-	}
-	return fmt.Errorf("%s (status %d)", msg, resp.Status)
+	_, err = stdout.Write(append(b, '\n'))
+	return err
 }
 
 // isFlag reports whether arg names a flag of fs (or asks for help).
@@ -190,4 +221,13 @@ func isFlag(fs *flag.FlagSet, arg string) bool {
 	}
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 	return name == "h" || name == "help" || fs.Lookup(name) != nil
+}
+
+// auditLogger is where the service's audit events go: the server's log for
+// the API; for a CLI user, nowhere unless -v asks for them.
+func auditLogger(verbose bool, stderr io.Writer) *slog.Logger {
+	if verbose {
+		return newLogger(stderr, false, slog.LevelInfo)
+	}
+	return discardLogger()
 }

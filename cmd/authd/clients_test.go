@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/authd/authd/clientadmin"
 	"github.com/authd/authd/storage/postgres/pgtest"
 )
 
@@ -29,6 +32,11 @@ func TestClientsCommands(t *testing.T) {
 		if strings.Contains(errOut.String(), "client_secret\":\"") {
 			t.Fatalf("a secret on stderr: %s", errOut.String())
 		}
+		// Audit events are for the server log: on a CLI user's terminal only
+		// with -v.
+		if verbose := slices.Contains(args, "-v"); verbose != strings.Contains(errOut.String(), "admin audit") {
+			t.Fatalf("clients %v: stderr %q (audit lines only with -v)", args, errOut.String())
+		}
 		return res, err
 	}
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
@@ -43,10 +51,13 @@ func TestClientsCommands(t *testing.T) {
 		t.Fatalf("create retried with the same key = %v (%v), want %v", again, err, first)
 	}
 	_, err = clients(`{"client_name":"Other","redirect_uris":["https://cli.example/cb"]}`, "create", "-idempotency-key", "cli-key-1")
-	if err == nil || !strings.Contains(err.Error(), "idempotency_key_reused") {
+	if !errors.Is(err, clientadmin.ErrKeyReused) || !strings.Contains(err.Error(), "idempotency_key_reused") {
 		t.Fatalf("same key, other input: %v", err)
 	}
 	id := str(first, "client_id")
+	if _, err := clients("", "get", id, "-v"); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
 		if _, err := clients(meta, "add"); err != nil {
 			t.Fatal(err)
@@ -92,14 +103,19 @@ func TestClientsCommands(t *testing.T) {
 	if err != nil || del["deleted"] != true {
 		t.Fatalf("delete: %v %v", del, err)
 	}
+	// An error is printed once, by main (the returned error): nothing on
+	// stdout.
 	gone, err := clients("", "get", id)
-	if err == nil || str(gone, "error") != "not_found" {
+	if !errors.Is(err, clientadmin.ErrNotFound) || !strings.Contains(err.Error(), "not_found") || len(gone) != 0 {
 		t.Fatalf("get after delete: %v %v", gone, err)
+	}
+	if code := exitCode(err, io.Discard); code != 1 {
+		t.Fatalf("get after delete: exit status %d, want 1 (not a usage error)", code)
 	}
 
 	// A client_id may start with "-" (base64url): it is still the ID.
 	odd, err := clients("", "get", "-not-a-flag")
-	if err == nil || str(odd, "error") != "not_found" {
+	if !errors.Is(err, clientadmin.ErrNotFound) || len(odd) != 0 {
 		t.Fatalf("get -not-a-flag: %v %v", odd, err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,7 +40,8 @@ type config struct {
 	LogLevel        string
 	TokenRateLimit  float64
 	jobs            jobsConfig // job worker and janitor (janitor.go)
-	perf            perfConfig // client cache and profiling listener (perf.go)
+	perf            perfConfig // client cache (perf.go)
+	ops             opsConfig  // operations listener (ops.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -64,21 +66,22 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
+	c.ops.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
 // from its AUTHD_* variable (flag -database-url ← AUTHD_DATABASE_URL): a flag
 // wins over the environment. The environment comes from getenv, so tests
-// inject it. Errors name the setting; -h prints the flags to stdout.
-func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer) error {
+// inject it. Errors name the setting; -h prints usage (the command's text)
+// and the flags to stdout and returns errHelp.
+func parse(fs *flag.FlagSet, usage string, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printUsage(fs, usage, stdout)
 			return errHelp
 		}
-		return usagef("%v", strings.ReplaceAll(err.Error(), "parse error", "invalid value (durations look like 60s, 15m or 1h)"))
+		return usagef("%s: %v (run \"authd help %s\")", fs.Name(), strings.ReplaceAll(err.Error(), "parse error", "invalid value (durations look like 60s, 15m or 1h)"), commandOf(fs))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -87,14 +90,56 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stdout i
 		if set[f.Name] || err != nil {
 			return
 		}
-		env := "AUTHD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
+		if v := getenv(envName(f.Name)); v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = usagef("%s: %q is not valid%s", env, v, expectedForm(f))
+				err = usagef("%s: %q is not valid%s", envName(f.Name), v, expectedForm(f))
 			}
 		}
 	})
 	return err
+}
+
+// parseNoArgs is parse for a command that takes no positional argument:
+// one is a usage error (Go's flag package stops at the first non-flag, so
+// "serve extra -addr x" would otherwise ignore "-addr x" silently).
+func parseNoArgs(fs *flag.FlagSet, usage string, args []string, getenv func(string) string, stdout io.Writer) error {
+	if err := parse(fs, usage, args, getenv, stdout); err != nil {
+		return err
+	}
+	return noArgs(fs)
+}
+
+// noArgs refuses the arguments left after the flags of fs.
+func noArgs(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q (run \"authd help %s\")", fs.Name(), fs.Arg(0), commandOf(fs))
+	}
+	return nil
+}
+
+// commandOf is the top-level command of a flag set ("clients get" → clients).
+func commandOf(fs *flag.FlagSet) string {
+	name, _, _ := strings.Cut(fs.Name(), " ")
+	return name
+}
+
+// printUsage writes a command's usage text and its flags.
+func printUsage(fs *flag.FlagSet, usage string, w io.Writer) {
+	io.WriteString(w, usage)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	io.WriteString(w, "\nFlags (each also an AUTHD_* variable, e.g. -database-url is AUTHD_DATABASE_URL):\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// envName is the AUTHD_* variable of a flag.
+func envName(flagName string) string {
+	return "AUTHD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // expectedForm says what a flag's value should look like.
@@ -182,18 +227,18 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 }
 
 // openCache opens the replay cache. go-redis's own log lines go to log
-// (as JSON under serve), at warn level.
+// (as JSON under serve), at info level, one per 10 s (redisLogger).
 func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
 		return exchangecache.NewMemory(), func() {}, nil
 	}
-	redis.SetLogger(redisLogger{log})
+	redis.SetLogger(&redisLogger{log: log})
 	opts, err := parseRedisURL(redisURL)
 	if err != nil {
 		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
 	client := redis.NewUniversalClient(opts)
-	return exchangecache.NewRedis(client, exchangecache.RedisOptions{}), func() { _ = client.Close() }, nil
+	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Logger: log}), func() { _ = client.Close() }, nil
 }
 
 // parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
@@ -301,10 +346,35 @@ func firstLine(err error) string {
 	return strings.Join(parts, " ")
 }
 
-// redisLogger adapts slog to go-redis's logger interface.
-type redisLogger struct{ log *slog.Logger }
+// redisLogger adapts slog to go-redis's logger interface. go-redis logs
+// from inside its connection pool, so while Redis is down it could write a
+// line per call (per readiness probe, per login): redisLogger lets one line
+// through per redisLogEvery and counts the others. Its lines are info: the
+// warning that Redis is down is authd's own (the readiness probe's, and the
+// replay cache's fail-open), at most one of each per 10 s.
+type redisLogger struct {
+	log *slog.Logger
 
-// Printf logs one go-redis message at warn level.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// redisLogEvery is the README's promise: one Redis warning per 10 s.
+const redisLogEvery = 10 * time.Second
+
+// Printf logs one go-redis message at info level, unless one was logged
+// within redisLogEvery.
+func (l *redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < redisLogEvery {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	l.log.InfoContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "source", "go-redis", "suppressed", n)
 }

@@ -44,8 +44,8 @@ type authdProcess struct {
 	done chan error
 }
 
-// startAuthd starts bin serve on addr with env plus extra, and waits until
-// it answers /healthz.
+// startAuthd starts bin serve on addr (and a free operations address) with
+// env plus extra, and waits until it answers /healthz.
 func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProcess {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "authd.log"))
@@ -53,8 +53,9 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 		t.Fatal(err)
 	}
 	p := &authdProcess{base: "http://" + addr, done: make(chan error, 1)}
+	opsAddr := freeAddr(t)
 	p.cmd = exec.Command(bin, "serve")
-	p.cmd.Env = append(append(append([]string(nil), env...), "AUTHD_ADDR="+addr), extra...)
+	p.cmd.Env = append(append(append([]string(nil), env...), "AUTHD_ADDR="+addr, "AUTHD_OPS_ADDR="+opsAddr), extra...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 		<-p.done
 	})
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(p.base + "/healthz"); err == nil {
+		if resp, err := http.Get("http://" + opsAddr + "/healthz"); err == nil {
 			resp.Body.Close()
 			return p
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -141,14 +140,8 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 	c.flags(fs, false)
 	c.jobs.flags(fs, false)
 	fs.BoolVar(&once, "once", false, "run the due jobs, then exit")
-	if err := parse(fs, args, getenv, stdout); err != nil {
-		if errors.Is(err, errHelp) {
-			fmt.Fprint(stdout, janitorUsage)
-		}
+	if err := parseNoArgs(fs, janitorUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
-	}
-	if fs.NArg() > 0 {
-		return usagef("janitor: unexpected argument %q\n%s", fs.Arg(0), janitorUsage)
 	}
 	if err := c.jobs.validate(); err != nil {
 		return err
@@ -158,7 +151,7 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer closeStore()
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := newLogger(stderr, false, slog.LevelInfo)
 	w, err := newJanitorWorker(ctx, c.jobs, store, log, jobs.NewMetrics(nil))
 	if err != nil {
 		return err
@@ -188,22 +181,34 @@ func openJobStore(ctx context.Context, dbURL, cmd string) (jobStore, func(), err
 	return js, closeStore, nil
 }
 
+const jobsUsage = `usage: authd jobs list [-kind KIND] [-status queued|running|done|failed] [-limit N] [flags]
+
+Shows the background jobs in AUTHD_DATABASE_URL, newest first.
+`
+
 // cmdJobs shows jobs: "jobs list [-kind K] [-status S] [-limit N]".
 func cmdJobs(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 || args[0] != "list" {
-		return usagef("usage: authd jobs list [-kind KIND] [-status queued|running|done|failed] [-limit N]")
-	}
 	var (
 		c      config
 		filter storage.JobFilter
 		status string
 	)
-	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
+	fs := flag.NewFlagSet("jobs list", flag.ContinueOnError)
 	c.flags(fs, false)
 	fs.StringVar(&filter.Kind, "kind", "", "only jobs of this kind, e.g. janitor:access_tokens")
 	fs.StringVar(&status, "status", "", "only jobs in this state: queued, running, done or failed")
 	fs.IntVar(&filter.Limit, "limit", 50, "at most this many jobs, newest first")
-	if err := parse(fs, args[1:], getenv, stdout); err != nil {
+	if len(args) == 0 || args[0] != "list" {
+		if len(args) > 0 && isHelp(args[0]) {
+			printUsage(fs, jobsUsage, stdout)
+			return nil
+		}
+		if len(args) > 0 {
+			return usagef("jobs: unknown command %q: only list (run \"authd help jobs\")", args[0])
+		}
+		return usagef("jobs: missing list (run \"authd help jobs\")")
+	}
+	if err := parseNoArgs(fs, jobsUsage, args[1:], getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	switch st := storage.JobStatus(status); st {

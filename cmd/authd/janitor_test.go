@@ -129,7 +129,7 @@ func TestJanitorThreeProcesses(t *testing.T) {
 		}
 	}
 	env = append(env, "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=janitor-test-secret-0123456789-0123456789",
-		"AUTHD_ADDR=127.0.0.1:0", "AUTHD_REDIS_URL=memory", "AUTHD_LOG_LEVEL=debug",
+		"AUTHD_ADDR=127.0.0.1:0", "AUTHD_OPS_ADDR=127.0.0.1:0", "AUTHD_DRAIN_DELAY=0s", "AUTHD_REDIS_URL=memory", "AUTHD_LOG_LEVEL=debug",
 		"AUTHD_JANITOR_INTERVAL="+interval.String(), "AUTHD_JANITOR_BATCH=100", "AUTHD_JOB_LEASE=2s", "AUTHD_JANITOR_GRACE=0s")
 	type proc struct {
 		cmd  *exec.Cmd
@@ -262,9 +262,10 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(started)
 
-	// The worker's metrics are on the server's registry.
+	// The worker's metrics are on the server's registry, served on the
+	// operations listener.
 	log0, _ := os.ReadFile(procs[0].log)
-	if m := regexp.MustCompile(`"msg":"authd listening","addr":"([^"]+)"`).FindSubmatch(log0); m == nil {
+	if m := regexp.MustCompile(`"msg":"operations listening","addr":"([^"]+)"`).FindSubmatch(log0); m == nil {
 		t.Errorf("no listen address in the log:\n%s", log0)
 	} else if resp, err := http.Get("http://" + string(m[1]) + "/metrics"); err != nil {
 		t.Errorf("GET /metrics: %v", err)

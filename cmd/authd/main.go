@@ -2,8 +2,10 @@
 // and web apps: authorization code + PKCE, with an exchange replay cache so a
 // retried token exchange gets the original response instead of invalid_grant.
 //
-// Subcommands: serve, dev, migrate, users, clients, janitor, jobs. Run
-// "authd help".
+// Subcommands: serve, dev, migrate, users, clients, janitor, jobs, version,
+// help. Run "authd help". Like the go command, every subcommand refuses an
+// argument it does not take (one line, exit status 2), and "authd help CMD"
+// and "authd CMD -h" print its usage (exit status 0).
 package main
 
 import (
@@ -13,29 +15,45 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	code := exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr), os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "authd:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-// usageError is a configuration or usage mistake: exit status 2.
-type usageError struct{ msg string }
+// exitCode prints err (once, on one line) and returns the exit status: 0
+// for nil, 2 for a usage or configuration mistake, 1 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "authd:", strings.ReplaceAll(err.Error(), "\n", " "))
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// usageError is a configuration or usage mistake: exit status 2. It wraps
+// an underlying error, if any, for errors.Is.
+type usageError struct {
+	msg string
+	err error
+}
 
 func (e usageError) Error() string { return e.msg }
+func (e usageError) Unwrap() error { return e.err }
 
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return usageError{msg: err.Error(), err: errors.Unwrap(err)}
+}
 
 const usage = `authd — OAuth 2.0 authorization server (authorization code + PKCE, replay-safe token exchange)
 
@@ -48,11 +66,41 @@ Usage:
                                  manage OAuth clients (JSON in and out; "add" = create)
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
   authd jobs list                show background jobs and their state
+  authd version                  print the module version, VCS revision and Go version
+  authd help [COMMAND]           print this, or a command's usage
 
-Run "authd <command> -h" for the flags of a command. Every flag can also be
-set with an AUTHD_* environment variable (flag -database-url is
-AUTHD_DATABASE_URL); a flag wins over the environment.
+Run "authd help <command>" or "authd <command> -h" for the usage and flags of
+a command. Every flag can also be set with an AUTHD_* environment variable
+(flag -database-url is AUTHD_DATABASE_URL); a flag wins over the environment.
 `
+
+// commands maps each subcommand to its implementation.
+type commandFunc func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
+
+func commands() map[string]commandFunc {
+	return map[string]commandFunc{
+		"serve": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return cmdServe(ctx, args, getenv, stdout, stderr)
+		},
+		"dev": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return cmdDev(ctx, args, getenv, stdout, stderr)
+		},
+		"migrate": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
+			return cmdMigrate(ctx, args, getenv, stdout)
+		},
+		"users":   cmdUsers,
+		"clients": cmdClients,
+		"janitor": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return cmdJanitor(ctx, args, getenv, stdout, stderr)
+		},
+		"jobs": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
+			return cmdJobs(ctx, args, getenv, stdout)
+		},
+		"version": func(_ context.Context, args []string, _ func(string) string, _ io.Reader, stdout, _ io.Writer) error {
+			return cmdVersion(args, stdout)
+		},
+	}
+}
 
 // run is the whole program: no package state, everything injected.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -60,25 +108,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprint(stderr, usage)
 		return usagef("no command given")
 	}
-	switch args[0] {
-	case "serve":
-		return cmdServe(ctx, args[1:], getenv, stdout, stderr)
-	case "dev":
-		return cmdDev(ctx, args[1:], getenv, stdout, stderr)
-	case "migrate":
-		return cmdMigrate(ctx, args[1:], getenv, stdout)
-	case "users":
-		return cmdUsers(ctx, args[1:], getenv, stdin, stdout)
-	case "clients":
-		return cmdClients(ctx, args[1:], getenv, stdin, stdout, stderr)
-	case "janitor":
-		return cmdJanitor(ctx, args[1:], getenv, stdout, stderr)
-	case "jobs":
-		return cmdJobs(ctx, args[1:], getenv, stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	cmds := commands()
+	switch name := args[0]; name {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 || name != "help" {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		if len(args) > 2 {
+			return usagef("help: unexpected argument %q; usage: authd help [COMMAND]", args[2])
+		}
+		if args[1] == "help" {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		cmd, ok := cmds[args[1]]
+		if !ok {
+			return usagef("help: unknown command %q; run \"authd help\" for the list", args[1])
+		}
+		// "authd help CMD" is "authd CMD -h": one usage text per command.
+		return cmd(ctx, []string{"-h"}, getenv, stdin, stdout, stderr)
+	default:
+		cmd, ok := cmds[name]
+		if !ok {
+			return usagef("unknown command %q; run \"authd help\" for the list", name)
+		}
+		return cmd(ctx, args[1:], getenv, stdin, stdout, stderr)
 	}
-	fmt.Fprint(stderr, usage)
-	return usagef("unknown command %q", args[0])
+}
+
+// isHelp reports whether arg asks for help, as the flag package reads it.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--h" || arg == "-help" || arg == "--help"
 }

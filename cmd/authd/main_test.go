@@ -12,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,11 @@ func TestConfigErrors(t *testing.T) {
 		{"migrate needs postgres", []string{"migrate", "up"}, nil, "AUTHD_DATABASE_URL"},
 		{"users add -h is not a username", []string{"users", "add", "-x"}, nil, "usage"},
 		{"bad log level", []string{"serve", "-log-level", "loud"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_LOG_LEVEL"},
+		{"retired pprof address", []string{"serve"}, map[string]string{"AUTHD_SECRET": secret, "AUTHD_PPROF_ADDR": "127.0.0.1:6060"}, "AUTHD_PPROF=on"},
+		{"bad pprof switch", []string{"serve", "-pprof", "yes"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_PPROF"},
+		{"bad ops addr", []string{"serve", "-ops-addr", "9090"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_OPS_ADDR"},
+		{"ops addr in use", []string{"serve", "-addr", "127.0.0.1:0", "-ops-addr", "256.0.0.1:1"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_OPS_ADDR"},
+		{"bad drain delay", []string{"serve", "-drain-delay", "-1s"}, map[string]string{"AUTHD_SECRET": secret}, "AUTHD_DRAIN_DELAY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,8 +108,19 @@ var (
 
 // startCommand runs args in the background until the test ends and waits
 // for pattern to appear on stdout or stderr.
+//
+// serve and dev get an ephemeral operations port and no drain delay unless
+// args name them, so tests run in parallel and stop at once.
 func startCommand(t *testing.T, args []string, e map[string]string, pattern *regexp.Regexp) (*syncBuffer, *syncBuffer) {
 	t.Helper()
+	if args[0] == "serve" || args[0] == "dev" {
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "ops-addr") }) {
+			args = append(slices.Clone(args), "-ops-addr", "127.0.0.1:0")
+		}
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "drain-delay") }) {
+			args = append(slices.Clone(args), "-drain-delay", "0")
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
@@ -273,8 +290,8 @@ func TestPostgresCommands(t *testing.T) {
 		t.Fatalf("localhost redirect accepted: %v", err)
 	}
 
-	_, stderr := startCommand(t, []string{"serve", "-addr", "127.0.0.1:0", "-redis-url", "memory"}, e, regexp.MustCompile(`"addr":"127\.0\.0\.1:\d+"`))
-	addr := regexp.MustCompile(`"addr":"(127\.0\.0\.1:\d+)"`).FindStringSubmatch(stderr.String())[1]
+	_, stderr := startCommand(t, []string{"serve", "-addr", "127.0.0.1:0", "-redis-url", "memory"}, e, regexp.MustCompile(`"msg":"authd listening","addr":"127\.0\.0\.1:\d+"`))
+	addr := regexp.MustCompile(`"msg":"authd listening","addr":"(127\.0\.0\.1:\d+)"`).FindStringSubmatch(stderr.String())[1]
 	base := "http://" + addr
 	verifier := "v-" + strings.Repeat("x", 50)
 	q := url.Values{

@@ -19,23 +19,42 @@ import (
 	"github.com/authd/authd/storage"
 )
 
+const serveUsage = `usage: authd serve [flags]
+
+Runs the server: the OAuth endpoints, pages and admin API on AUTHD_ADDR, and
+/metrics, /healthz, /readyz (and pprof, when enabled) on AUTHD_OPS_ADDR.
+Needs AUTHD_DATABASE_URL (migrated with "authd migrate up") and AUTHD_SECRET.
+Logs are JSON on stderr. SIGTERM or SIGINT: readiness turns 503, in-flight
+requests finish, then the process exits.
+`
+
+const devUsage = `usage: authd dev [flags]
+
+Runs authd on in-memory storage and replay cache with a generated secret, a
+demo user (demo / demo-password) and a demo public client, and prints a ready
+authorization URL. Nothing is kept. Logs are text on stderr.
+`
+
 // cmdServe runs the server until ctx ends (SIGINT/SIGTERM), then shuts down
 // gracefully: in-flight requests finish, connections close.
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var c config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parse(fs, args, getenv, stdout); err != nil {
+	if err := parseNoArgs(fs, serveUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if err := c.validate(true); err != nil {
+		return err
+	}
+	if err := c.ops.validate(getenv); err != nil {
 		return err
 	}
 	level, err := parseLevel(c.LogLevel)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := newLogger(stderr, true, level)
 	return serve(ctx, c, log, nil, stdout)
 }
 
@@ -73,12 +92,16 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		return err
 	}
 	defer stopJobs()
-	stopPprof, err := startPprof(c.perf, log)
+	if err := c.perf.validate(); err != nil {
+		ln.Close()
+		return err
+	}
+	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	defer stopPprof()
+	defer opsl.stop()
 	if ready != nil {
 		if err := ready(srv, store, c.Issuer); err != nil {
 			ln.Close()
@@ -101,6 +124,19 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	// Draining: readiness turns 503 first, so load balancers stop sending
+	// new requests while this process still serves them; then the listener
+	// closes and in-flight requests finish; the operations listener closes
+	// last (deferred).
+	opsl.health.Drain()
+	log.Info("draining: readiness is 503; serving for the drain delay", "drain_delay", c.ops.DrainDelay)
+	if c.ops.DrainDelay > 0 {
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(c.ops.DrainDelay):
+		}
 	}
 	log.Info("shutting down: finishing in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -149,7 +185,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	var c config
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parse(fs, args, getenv, stdout); err != nil {
+	if err := parseNoArgs(fs, devUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
 	}
 	if c.Secret == "" {
@@ -161,10 +197,16 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !flagSet(fs, "token-rate-limit") && getenv("AUTHD_TOKEN_RATE_LIMIT") == "" {
 		c.TokenRateLimit = 0 // off in dev
 	}
+	if !flagSet(fs, "drain-delay") && getenv("AUTHD_DRAIN_DELAY") == "" {
+		c.ops.DrainDelay = 0 // Ctrl-C stops dev at once
+	}
 	if err := c.validate(true); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := c.ops.validate(getenv); err != nil {
+		return err
+	}
+	log := newLogger(stderr, false, slog.LevelInfo)
 	verifier := oauth2.GenerateVerifier()
 	c.demoVerifier = verifier
 	return serve(ctx, c, log, func(srv *oauth.Server, store storage.Store, issuer string) error {
