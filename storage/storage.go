@@ -95,15 +95,6 @@ func (c *Client) IsPublic() bool { return c.TokenEndpointAuthMethod == "none" }
 // GetAudience returns no audience: authd does not restrict audiences.
 func (c *Client) GetAudience() fosite.Arguments { return nil }
 
-// User is a resource owner who signs in on the login page.
-type User struct {
-	// Username is unique and case-sensitive.
-	Username string
-	// PasswordHash is a bcrypt hash (golang.org/x/crypto/bcrypt).
-	PasswordHash []byte
-	CreatedAt    time.Time
-}
-
 // ClientStore manages registered clients. GetClient (from
 // fosite.ClientManager) returns a *Client or ErrNotFound.
 type ClientStore interface {
@@ -126,16 +117,6 @@ type ClientStore interface {
 	// ErrNotFound if no such client exists. Outside a transaction it only
 	// checks existence.
 	LockClient(ctx context.Context, id string) error
-}
-
-// UserStore manages resource owners.
-type UserStore interface {
-	// CreateUser inserts u, or returns ErrAlreadyExists.
-	CreateUser(ctx context.Context, u *User) error
-	// GetUser returns the user or ErrNotFound.
-	GetUser(ctx context.Context, username string) (*User, error)
-	// SetUserPassword replaces the password hash, or returns ErrNotFound.
-	SetUserPassword(ctx context.Context, username string, hash []byte) error
 }
 
 // TokenChecker answers the one question the replay cache asks before it
@@ -177,6 +158,8 @@ type Pinger interface {
 type Store interface {
 	ClientStore
 	UserStore
+	SessionStore
+	ConsentStore
 	oauth2.CoreStorage
 	oauth2.TokenRevocationStorage
 	pkce.PKCERequestStorage
