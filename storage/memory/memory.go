@@ -60,7 +60,7 @@ type Store struct {
 	// consents.go).
 	sessions map[string]storage.Session
 	consents map[consentKey]storage.Consent
-	jtis    map[string]time.Time
+	jtis     map[string]time.Time
 
 	codes   table
 	access  table
@@ -86,12 +86,12 @@ func New() *Store {
 
 		sessions: map[string]storage.Session{},
 		consents: map[consentKey]storage.Consent{},
-		jtis:    map[string]time.Time{},
-		codes:   table{},
-		access:  table{},
-		refresh: table{},
-		pkce:    table{},
-		now:     time.Now,
+		jtis:     map[string]time.Time{},
+		codes:    table{},
+		access:   table{},
+		refresh:  table{},
+		pkce:     table{},
+		now:      time.Now,
 
 		revokedGrants: map[string]bool{},
 	}
