@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -26,6 +27,8 @@ type Server struct {
 	provider *provider
 	hasher   *SecretHasher
 	cookies  *cookieCodec
+	people   *identity.Service
+	scopes   scopeWords
 	pages    *templates.Pages
 	metrics  *metrics
 	replay   *replayer
@@ -63,7 +66,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     deps.Logger,
 		now:     deps.Now,
 		hasher:  NewSecretHasher(cfg.Secret),
-		cookies: newCookieCodec(cfg.Secret, iss.Scheme == "https", deps.Now),
+		cookies: newCookieCodec(cfg.Secret, iss.Scheme == "https"),
+		people: identity.New(deps.Store, identity.Options{
+			SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
+		}),
+		scopes: newScopeWords(cfg.ScopeDescriptions),
 		pages:   templates.Parse(),
 		metrics: newMetrics(),
 	}

@@ -1,4 +1,4 @@
-// Package templates holds authd's HTML pages (login, consent, error) and their
+// Package templates holds authd's HTML pages (login, consent, one-tap, error) and their
 // stylesheet, embedded in the binary and parsed once at start-up.
 //
 // Pages never contain inline script or inline style, so they can be served
@@ -51,6 +51,9 @@ type LoginData struct {
 	Username string
 	// Error is a message for the user, e.g. "Wrong username or password."
 	Error string
+	// Invalid marks the inputs aria-invalid and puts the focus on the
+	// password field (after a wrong password).
+	Invalid bool
 }
 
 // ConsentData is the data of the consent page.
@@ -58,9 +61,29 @@ type ConsentData struct {
 	Title      string
 	ClientName string
 	Username   string
-	Scopes     []string
+	// Scopes are the requested scopes, in words.
+	Scopes    []string
+	Action    string
+	CSRFToken string
+	// Session binds the form to the session the page was shown for.
+	Session string
+}
+
+// ContinueData is the data of the one-tap page ("Continue as alice?").
+type ContinueData struct {
+	Title      string
+	ClientName string
+	Username   string
 	Action     string
 	CSRFToken  string
+	// Session binds the form to the session the page was shown for.
+	Session string
+}
+
+// Continue renders the one-tap page.
+func (p *Pages) Continue(w io.Writer, d ContinueData) error {
+	d.Title = cmp.Or(d.Title, "Continue")
+	return p.set.ExecuteTemplate(w, "continue.html", d)
 }
 
 // ErrorData is the data of the error page.
@@ -112,6 +135,10 @@ type LogoutData struct {
 	CSRFToken string
 	// Done is true once the session has been ended.
 	Done bool
+	// NoSession: the browser is not signed in; nothing to sign out of.
+	NoSession bool
+	// Username is who is signed in (the confirmation form).
+	Username string
 }
 
 // Logout renders the sign-out page: a confirmation form, or the result.
