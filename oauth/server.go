@@ -70,7 +70,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		people: identity.New(deps.Store, identity.Options{
 			SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
 		}),
-		scopes: newScopeWords(cfg.ScopeDescriptions),
+		scopes:  newScopeWords(cfg.ScopeDescriptions),
 		pages:   templates.Parse(),
 		metrics: newMetrics(),
 	}
