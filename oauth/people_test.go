@@ -224,8 +224,14 @@ func TestLifecycleRevokes(t *testing.T) {
 		name string
 		op   func(ctx context.Context, svc *identity.Service) error
 	}{
-		{"disable", func(ctx context.Context, svc *identity.Service) error { _, err := svc.Disable(ctx, testUser); return err }},
-		{"delete", func(ctx context.Context, svc *identity.Service) error { _, err := svc.Delete(ctx, testUser); return err }},
+		{"disable", func(ctx context.Context, svc *identity.Service) error {
+			_, err := svc.Disable(ctx, testUser)
+			return err
+		}},
+		{"delete", func(ctx context.Context, svc *identity.Service) error {
+			_, err := svc.Delete(ctx, testUser)
+			return err
+		}},
 		{"set-password", func(ctx context.Context, svc *identity.Service) error {
 			_, err := svc.SetPassword(ctx, testUser, "a brand new passphrase")
 			return err
