@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/ory/fosite"
 
@@ -293,7 +295,7 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 		return refuse("The sign-in link is malformed.", "query does not parse")
 	}
 	if k := duplicateParam(rawQuery); k != "" {
-		return refuse("The app sent the parameter \""+clip(k, 40)+"\" more than once.", "duplicate parameter "+clip(k, 40))
+		return refuse("The app sent the parameter "+clip(k, 40)+" more than once.", "duplicate parameter "+clip(k, 40))
 	}
 	if len(q.Get("state")) > maxStateLen {
 		return refuse("The state parameter is too long.", "state too long")
@@ -314,6 +316,10 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 	switch {
 	case !has && len(registered) != 1:
 		return refuse("The redirect_uri parameter is missing.", "missing redirect_uri")
+	case !has && slices.Contains(strings.Fields(q.Get("scope")), "openid"):
+		// OpenID Connect Core §3.1.2.1: redirect_uri is REQUIRED (fosite
+		// enforces it too).
+		return refuse("The redirect_uri parameter is missing (it is required with the openid scope).", "missing redirect_uri with openid")
 	case has && !redirectRegistered(registered, ru[0]):
 		return refuse("The app asked to return to an address that is not registered for it.", "redirect_uri not registered")
 	}
@@ -331,6 +337,7 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 	} else {
 		s.log.Info("authorization request failed", "error", rfc.ErrorField, "reason", rfc.HintField)
 	}
+	original := rfc.ErrorField
 	if !authorizeErrorCodes[rfc.ErrorField] {
 		// fosite also uses codes outside RFC 6749 §4.1.2.1 (invalid_state,
 		// unsupported_response_mode); clients only know these.
@@ -339,14 +346,18 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		rfc = &e
 	}
 	if ar == nil || !ar.IsRedirectURIValid() {
+		// refuseRequest has already named a missing or unknown client and
+		// an unregistered redirect_uri; say what else fosite found.
 		detail := "The app sent an invalid sign-in request."
-		switch rfc.ErrorField {
-		case fosite.ErrInvalidClient.ErrorField:
+		switch {
+		case original == fosite.ErrInvalidClient.ErrorField:
 			detail = "The app that sent you here is not registered with this server."
-		case fosite.ErrInvalidRequest.ErrorField:
-			if ar != nil && ar.GetClient() != nil {
-				detail = "The app asked to return to an address that is not registered for it."
-			}
+		case original == fosite.ErrUnsupportedResponseMode.ErrorField:
+			detail = "The app asked for a response mode this server does not support (only response_mode=query)."
+		case strings.Contains(rfc.HintField, "redirect"):
+			detail = "The app asked to return to an address that is not registered for it."
+		case rfc.HintField != "":
+			detail = "The app sent an invalid sign-in request: " + clip(rfc.HintField, 200)
 		}
 		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", detail)
 		return

@@ -92,6 +92,16 @@ func (c *Client) GetScopes() fosite.Arguments { return c.Scopes }
 // (token_endpoint_auth_method "none", RFC 6749 §2.1).
 func (c *Client) IsPublic() bool { return c.TokenEndpointAuthMethod == "none" }
 
+// GetResponseModes returns the response modes the client may request:
+// the default and query, the only ones authd implements (RFC 6749 §4.1.2,
+// OAuth 2.0 Multiple Response Type Encoding Practices §2.1). fosite
+// refuses any other with unsupported_response_mode.
+func (c *Client) GetResponseModes() []fosite.ResponseModeType {
+	return []fosite.ResponseModeType{fosite.ResponseModeDefault, fosite.ResponseModeQuery}
+}
+
+var _ fosite.ResponseModeClient = (*Client)(nil)
+
 // GetAudience returns no audience: authd does not restrict audiences.
 func (c *Client) GetAudience() fosite.Arguments { return nil }
 
