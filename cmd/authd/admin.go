@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/crypto/bcrypt"
 
-	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/postgres"
 )
 
@@ -51,68 +44,5 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		state = "behind: run \"authd migrate up\""
 	}
 	fmt.Fprintf(stdout, "schema version %d of %d (%s)\n", cur, latest, state)
-	return nil
-}
-
-const usersUsage = `usage: printf '%s\n' "$PASSWORD" | authd users add USERNAME
-
-Adds a user to AUTHD_DATABASE_URL; the password (8–72 bytes) is read from stdin.
-`
-
-// cmdUsers manages users: "users add USERNAME" reads the password from
-// stdin (one line) when stdin is not a terminal.
-func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
-	if len(args) < 2 || args[0] != "add" || strings.HasPrefix(args[1], "-") {
-		if len(args) > 0 && (args[len(args)-1] == "-h" || args[len(args)-1] == "--help") {
-			_, _ = io.WriteString(stdout, usersUsage)
-			return nil
-		}
-		return usagef("usage: printf '%%s\\n' \"$PASSWORD\" | authd users add USERNAME  (the password is read from stdin)")
-	}
-	username := args[1]
-	var c config
-	fs := flag.NewFlagSet("users", flag.ContinueOnError)
-	c.flags(fs, false)
-	if err := parse(fs, args[2:], getenv, stdout); err != nil {
-		return helpOK(err)
-	}
-	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: users add needs a postgres:// URL (the memory store lives only inside a running server)")
-	}
-	if username == "" || len(username) > 128 || strings.ContainsAny(username, " \t\r\n") {
-		return usagef("USERNAME: 1–128 characters without whitespace")
-	}
-	if f, ok := stdin.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s\\n' \"$PASSWORD\" | authd users add %s", username)
-		}
-	}
-	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read password: %w", err)
-	}
-	password := strings.TrimRight(line, "\r\n")
-	if len(password) < 8 {
-		return usagef("password: at least 8 bytes")
-	}
-	if len(password) > 72 {
-		return usagef("password: at most 72 bytes (bcrypt's limit)")
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
-	if err != nil {
-		return err
-	}
-	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	if err := store.CreateUser(ctx, &storage.User{Username: username, PasswordHash: hash, CreatedAt: time.Now().UTC()}); err != nil {
-		if errors.Is(err, storage.ErrAlreadyExists) {
-			return usagef("user %q already exists", username)
-		}
-		return err
-	}
-	fmt.Fprintf(stdout, "user %q added\n", username)
 	return nil
 }
