@@ -38,8 +38,9 @@ type config struct {
 	ReplayWindow    time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
-	jobs            jobsConfig // job worker and janitor (janitor.go)
-	perf            perfConfig // client cache and profiling listener (perf.go)
+	jobs            jobsConfig   // job worker and janitor (janitor.go)
+	perf            perfConfig   // client cache and profiling listener (perf.go)
+	people          peopleConfig // sessions and consent (people.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -64,6 +65,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
+	c.people.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -146,6 +148,9 @@ func (c *config) validate(requireSecret bool) error {
 	}
 	if c.ReplayWindow < 0 {
 		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
+	}
+	if c.people.SessionTTL != 0 { // the server commands register these flags
+		return c.people.validate()
 	}
 	return nil
 }
@@ -266,6 +271,7 @@ func (c *config) oauthConfig() oauth.Config {
 		DemoVerifier:     c.demoVerifier,
 		ClientCacheTTL:   c.perf.ClientCacheTTL,
 	}
+	c.people.apply(&oc)
 	if c.ReplayWindow == 0 {
 		oc.DisableReplay = true
 		oc.ReplayWindow = -1

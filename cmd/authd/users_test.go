@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/authd/authd/storage/postgres/pgtest"
 )
@@ -99,5 +102,31 @@ func TestUsersCommands(t *testing.T) {
 		if _, err := users(t, "", args...); err == nil {
 			t.Errorf("users %v succeeded", args)
 		}
+	}
+}
+
+// TestDevIgnoresProductionVariables: "AUTHD_DATABASE_URL=postgres://… authd
+// dev" says, in one line, that it ignores the variable, runs in memory and
+// writes nothing to that database (not even its demo user).
+func TestDevIgnoresProductionVariables(t *testing.T) {
+	dsn := pgtest.EmptyDSN(t)
+	_, stderr := startCommand(t, []string{"dev", "-addr", "127.0.0.1:0"},
+		map[string]string{"AUTHD_DATABASE_URL": dsn, "AUTHD_REDIS_URL": "redis://127.0.0.1:1/0"}, regexp.MustCompile(`Ctrl-C`))
+	for _, v := range []string{"AUTHD_DATABASE_URL", "AUTHD_REDIS_URL"} {
+		if !strings.Contains(stderr.String(), "authd dev: ignoring "+v) {
+			t.Errorf("no one-line message about %s:\n%s", v, stderr.String())
+		}
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var tables int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("authd dev created %d tables in AUTHD_DATABASE_URL's schema", tables)
 	}
 }
