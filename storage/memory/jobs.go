@@ -20,6 +20,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupPKCESessions,
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
+	storage.CleanupSessions,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -49,6 +50,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		t = s.pkce
 	case storage.CleanupIdempotencyKeys:
 		return s.DeleteExpiredIdempotencyKeys(ctx, before, limit)
+	case storage.CleanupSessions:
+		return s.DeleteExpiredSessions(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {
