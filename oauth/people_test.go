@@ -436,3 +436,19 @@ func (h *harness) confTokens(t testing.TB, b *http.Client) tokenResult {
 	}
 	return res
 }
+
+// TestBackOffWording: after the free failures the login page says "Try
+// again in 1 second" (singular), with Retry-After, and keeps the focus on
+// the password field.
+func TestBackOffWording(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	b := newBrowser(t)
+	p := get(t, b, h.authURL(publicClient, publicRedirect))
+	for i := 0; i < 10 && p.status != http.StatusTooManyRequests; i++ {
+		p = submit(t, b, h.srv.URL, p, url.Values{"step": {"login"}, "username": {testUser}, "password": {"wrong password"}})
+	}
+	if p.status != http.StatusTooManyRequests || !strings.Contains(p.body, "Try again in 1 second.") {
+		t.Fatalf("back-off page: %d %s", p.status, p.body)
+	}
+}
