@@ -188,7 +188,22 @@ func TestBrowserPhoneWalk(t *testing.T) {
 	}
 	waitCode("consent")
 
-	// 6. Sign out: confirm, done, then nothing to sign out of.
+	// 6. The user's own page: the apps with access, and withdrawing one.
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/account"), chromedp.WaitVisible(chromedp.CSS(`form button`))); err != nil {
+		t.Fatal(err)
+	}
+	if s := text(); !strings.Contains(s, "Notes") || !strings.Contains(s, "See your name and profile picture") {
+		t.Errorf("account page: %q", s)
+	}
+	checkLayout("account")
+	shot("09-account")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form button`)), chromedp.WaitVisible(chromedp.CSS(`.notice`))); err != nil {
+		t.Fatal(err)
+	}
+	checkLayout("account after withdrawal")
+	shot("10-account-withdrawn")
+
+	// 7. Sign out: confirm, done, then nothing to sign out of.
 	if err := chromedp.Do(ctx, chromedp.Navigate(h.srv.URL+"/logout"), chromedp.WaitVisible(chromedp.CSS(`form button`))); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +224,7 @@ func TestBrowserPhoneWalk(t *testing.T) {
 	}
 	shot("07-not-signed-in")
 
-	// 7. An error page names the problem and the next step.
+	// 8. An error page names the problem and the next step.
 	if err := chromedp.Do(ctx, chromedp.Navigate(strings.Replace(authURL(publicClient), "client_id="+publicClient, "client_id=unknown-app", 1)), chromedp.WaitVisible(chromedp.CSS(`h1`))); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +234,7 @@ func TestBrowserPhoneWalk(t *testing.T) {
 	checkLayout("error")
 	shot("08-error")
 
-	// 8. After sign-out the app needs the password again.
+	// 9. After sign-out the app needs the password again.
 	if err := chromedp.Do(ctx, chromedp.Navigate(authURL(publicClient)), chromedp.WaitVisible(chromedp.ID("password"))); err != nil {
 		t.Fatalf("after sign-out: %v", err)
 	}

@@ -452,3 +452,41 @@ func TestBackOffWording(t *testing.T) {
 		t.Fatalf("back-off page: %d %s", p.status, p.body)
 	}
 }
+
+// TestUserWithdrawsConsent: the signed-in user withdraws a consent on
+// /account; the tokens issued under it stop working and the app asks again.
+func TestUserWithdrawsConsent(t *testing.T) {
+	t.Parallel()
+	for _, backend := range backends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOpts{backend: backend})
+			b := newBrowser(t)
+			if p := get(t, b, h.srv.URL+"/account"); !strings.Contains(p.body, "Not signed in") {
+				t.Errorf("/account without a session: %s", p.body)
+			}
+			h.login(t, b, h.authURL(confClient, confRedirect))
+			tok := h.confTokens(t, b)
+			p := get(t, b, h.srv.URL+"/account")
+			if !strings.Contains(p.body, "Example Web") || !strings.Contains(p.body, "Stay signed in") {
+				t.Fatalf("/account: %s", p.body)
+			}
+			p = submit(t, b, h.srv.URL, p, url.Values{"client_id": {confClient}})
+			if !strings.Contains(p.body, "Access withdrawn for Example Web.") {
+				t.Fatalf("withdraw: %d %s", p.status, p.body)
+			}
+			if active, _ := h.introspectSub(t, tok.str("access_token")); active {
+				t.Error("token still active after the user withdrew consent")
+			}
+			if p := get(t, b, h.authURL(confClient, confRedirect)); !strings.Contains(p.body, `value="allow"`) {
+				t.Errorf("after withdrawal: %d %v", p.status, p.loc)
+			}
+			// A cross-site post without the CSRF token withdraws nothing.
+			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/account", strings.NewReader("client_id="+confClient))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if resp, err := b.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+				t.Errorf("post without CSRF token: %v %v", resp.StatusCode, err)
+			}
+		})
+	}
+}

@@ -146,3 +146,30 @@ func (p *Pages) Logout(w io.Writer, d LogoutData) error {
 	d.Title = cmp.Or(d.Title, "Sign out")
 	return p.set.ExecuteTemplate(w, "logout.html", d)
 }
+
+// AccountData is the data of the account page.
+type AccountData struct {
+	Title     string
+	Username  string
+	CSRFToken string
+	// Apps are the clients the user has consented to.
+	Apps []AccountApp
+	// Notice confirms the last action.
+	Notice string
+	// NoSession: the browser is not signed in.
+	NoSession bool
+}
+
+// AccountApp is one consented client on the account page.
+type AccountApp struct {
+	ClientID string
+	Name     string
+	// Scopes are the granted scopes, in words.
+	Scopes []string
+}
+
+// Account renders the account page.
+func (p *Pages) Account(w io.Writer, d AccountData) error {
+	d.Title = cmp.Or(d.Title, "Your apps")
+	return p.set.ExecuteTemplate(w, "account.html", d)
+}
