@@ -29,7 +29,9 @@ type Session struct {
 // SessionStore keeps browser sessions.
 type SessionStore interface {
 	// CreateSession inserts sess. It returns ErrAlreadyExists if the ID is
-	// taken and ErrNotFound if no user has sess.Subject.
+	// taken and ErrNotFound if no user has sess.Subject or that user is
+	// disabled. It serializes with a concurrent disable: either the new
+	// session is ended by it or none is created.
 	CreateSession(ctx context.Context, sess *Session) error
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its

@@ -36,7 +36,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error 
 	}
 	var err error
 	s.tx(func() {
-		if _, ok := s.users[cp.Subject]; !ok {
+		if u, ok := s.users[cp.Subject]; !ok || u.Disabled {
 			err = fmt.Errorf("memory: create session: user: %w", storage.ErrNotFound)
 			return
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +27,8 @@ func scanSession(row pgx.Row) (*storage.Session, error) {
 	return &x, nil
 }
 
-// CreateSession inserts sess; storage.ErrNotFound if its user is missing.
+// CreateSession inserts sess; storage.ErrNotFound if its user is missing
+// or disabled.
 func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error {
 	if sess.CreatedAt.IsZero() {
 		sess.CreatedAt = time.Now()
@@ -34,9 +36,17 @@ func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error 
 	if sess.LastSeenAt.IsZero() {
 		sess.LastSeenAt = sess.CreatedAt
 	}
-	_, err := s.q(ctx).Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, sess.ID, sess.Subject, sess.AuthTime, nonNil(sess.AMR),
+	// INSERT … SELECT from the user row FOR SHARE: a concurrent disable
+	// (which updates that row, then ends the sessions) either waits for
+	// this insert and then ends the new session too, or commits first and
+	// this inserts nothing.
+	tag, err := s.q(ctx).Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+		SELECT $1, u.subject, $3, $4, $5, $6, $7, $8 FROM users u
+		WHERE u.subject = $2 AND NOT u.disabled FOR SHARE`, sess.ID, sess.Subject, sess.AuthTime, nonNil(sess.AMR),
 		sess.IdleExpiresAt, sess.ExpiresAt, sess.CreatedAt, sess.LastSeenAt)
+	if err == nil && tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: create session: no such user, or disabled: %w", storage.ErrNotFound)
+	}
 	return translate("create session", err)
 }
 

@@ -215,6 +215,8 @@ func testSessionDisabled(t *testing.T, s storage.Store) {
 	noErr(t, "SetUserDisabled", s.SetUserDisabled(ctx, u.Subject, true))
 	_, err := s.TouchSession(ctx, "h", now, time.Minute)
 	wantErr(t, "TouchSession of a disabled user", err, storage.ErrNotFound)
+	wantErr(t, "CreateSession for a disabled user", s.CreateSession(ctx, &storage.Session{ID: "h2", Subject: u.Subject, AuthTime: now,
+		IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}), storage.ErrNotFound)
 }
 
 // issue stores a code, an access token and a refresh token for request id.
