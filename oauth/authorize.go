@@ -269,6 +269,24 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		s.writeAuthorizeError(w, ar, err)
 		return
 	}
+	// The session must still be alive now that the code is stored: a
+	// disable, password change or sign-out that ran meanwhile has ended it
+	// (in PostgreSQL this waits for such a transaction to commit), and then
+	// the code it could not see is invalidated here instead of delivered.
+	if _, err := s.people.ResumeSession(ctx, cur.ref); err != nil {
+		if !errors.Is(err, identity.ErrNoSession) {
+			s.log.Error("recheck session", "error", err)
+		}
+		if code := resp.GetCode(); code != "" {
+			sig := s.provider.strategy.AuthorizeCodeSignature(ctx, code)
+			if err := s.store.InvalidateAuthorizeCodeSession(ctx, sig); err != nil {
+				s.log.Error("invalidate code of an ended session", "error", err)
+			}
+		}
+		s.cookies.clearSession(w)
+		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	}
 	// RFC 9207 §2: the authorization response carries the issuer.
 	resp.AddParameter("iss", s.cfg.Issuer)
 	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)

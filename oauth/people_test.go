@@ -490,3 +490,37 @@ func TestUserWithdrawsConsent(t *testing.T) {
 		})
 	}
 }
+
+// TestDisableDuringAuthorization: an authorization that runs while a
+// disable is in flight (PostgreSQL: the disable's transaction holds the
+// user and session rows) waits for it and gets no code.
+func TestDisableDuringAuthorization(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "postgres"})
+	ctx := t.Context()
+	b := newBrowser(t)
+	h.login(t, b, h.authURL(confClient, confRedirect))
+	u, err := h.people().Get(ctx, testUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := h.store.BeginTX(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.SetUserDisabled(tx, u.Subject, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.RevokeSubject(tx, u.Subject); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan page, 1)
+	go func() { done <- get(t, b, h.authURL(confClient, confRedirect)) }()
+	time.Sleep(150 * time.Millisecond)
+	if err := h.store.Commit(tx); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-done; p.loc != nil && p.loc.Query().Get("code") != "" {
+		t.Fatalf("a code was issued across a concurrent disable: %v", p.loc)
+	}
+}
