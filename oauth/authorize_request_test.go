@@ -1,14 +1,18 @@
 package oauth_test
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/oauth2"
 
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/storage/memory"
 )
 
 // TestAuthorizeRequestRules: the authorization endpoint rules of issue 11
@@ -130,4 +134,57 @@ func TestRegistrationRefusesEncodedDotSegments(t *testing.T) {
 			t.Errorf("ValidateRedirectURI(%q) = %v, want ok %v", tt.uri, err, tt.ok)
 		}
 	}
+}
+
+// TestAuthorizeRefusalIsLogged: the log line of a refused authorization
+// request gives the reason (and never the query).
+func TestAuthorizeRefusalIsLogged(t *testing.T) {
+	t.Parallel()
+	var buf syncLogBuffer
+	srv := httptest.NewUnstartedServer(nil)
+	app, err := oauth.New(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
+		oauth.Deps{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = app
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct{ query, reason string }{
+		{"client_id=a&scope=openid&scope=secret-scope-value", `reason="duplicate parameter scope"`},
+		{"client_id=nobody&state=abcdefgh", `reason="unknown client_id"`},
+		{"state=abcdefgh", `reason="missing client_id"`},
+	} {
+		resp, err := http.Get(srv.URL + "/oauth2/authorize?" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: status %d", tc.query, resp.StatusCode)
+		}
+		if !strings.Contains(buf.String(), tc.reason) {
+			t.Errorf("%s: log lacks %s:\n%s", tc.query, tc.reason, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), "secret-scope-value") {
+		t.Error("the query string reached the log")
+	}
+}
+
+type syncLogBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLogBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLogBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
