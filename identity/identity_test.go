@@ -105,14 +105,21 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.ResumeSession(ctx, ref); err != nil {
+	bs, err := svc.ResumeSession(ctx, ref)
+	if err != nil {
 		t.Errorf("ResumeSession: %v", err)
+	}
+	if err := svc.UseSession(ctx, bs.ID); err != nil {
+		t.Errorf("UseSession: %v", err)
 	}
 	if n, err := svc.SignOut(ctx, "alicia"); err != nil || n != 1 {
 		t.Errorf("SignOut = %d, %v", n, err)
 	}
 	if _, err := svc.ResumeSession(ctx, ref); !errors.Is(err, identity.ErrNoSession) {
 		t.Errorf("ResumeSession after SignOut = %v", err)
+	}
+	if err := svc.UseSession(ctx, bs.ID); !errors.Is(err, identity.ErrNoSession) {
+		t.Errorf("UseSession after SignOut = %v", err)
 	}
 	if _, err := svc.ResumeSession(ctx, "garbage"); !errors.Is(err, identity.ErrNoSession) {
 		t.Errorf("ResumeSession garbage = %v", err)

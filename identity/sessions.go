@@ -61,14 +61,14 @@ func (s *Service) StartSession(ctx context.Context, subject string, amr []string
 	return ref, viewSession(x), nil
 }
 
-// ResumeSession returns the valid session a cookie's reference names and
-// extends its idle expiry. An unknown, ended or expired reference, or a
-// disabled user, gives ErrNoSession.
+// ResumeSession returns the valid session a cookie's reference names,
+// without changing it (a plain read). An unknown, ended or expired
+// reference, or a disabled user, gives ErrNoSession.
 func (s *Service) ResumeSession(ctx context.Context, ref string) (Session, error) {
 	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
 		return Session{}, ErrNoSession
 	}
-	x, err := s.store.TouchSession(ctx, sessionID(ref), s.opts.Now(), s.opts.SessionIdleTTL)
+	x, err := s.store.GetSession(ctx, sessionID(ref), s.opts.Now())
 	if errors.Is(err, storage.ErrNotFound) {
 		return Session{}, ErrNoSession
 	}
@@ -76,6 +76,22 @@ func (s *Service) ResumeSession(ctx context.Context, ref string) (Session, error
 		return Session{}, fmt.Errorf("identity: resume session: %w", err)
 	}
 	return viewSession(x), nil
+}
+
+// UseSession marks the session used (its idle expiry moves forward) and
+// confirms it is still valid, or returns ErrNoSession. Run it in the
+// transaction that stores a code: in PostgreSQL it waits for a concurrent
+// sign-out, disable or password change of the user and then fails, so a
+// code is never committed for a session that ended meanwhile.
+func (s *Service) UseSession(ctx context.Context, sessionID string) error {
+	_, err := s.store.TouchSession(ctx, sessionID, s.opts.Now(), s.opts.SessionIdleTTL)
+	if errors.Is(err, storage.ErrNotFound) {
+		return ErrNoSession
+	}
+	if err != nil {
+		return fmt.Errorf("identity: use session: %w", err)
+	}
+	return nil
 }
 
 // EndSession ends the session a reference names (sign-out in this

@@ -260,31 +260,40 @@ func sameSession(posted, current string) bool {
 
 // issueCode grants the requested scopes (already checked against the
 // client's by fosite) and redirects with the code, state and iss.
+//
+// The code is stored in one transaction with the use of the browser
+// session (identity.UseSession): if a sign-out, disable or password change
+// ended the session meanwhile, the transaction rolls back and no code
+// exists. One commit per code, as before server-side sessions.
 func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, cur signedIn) {
 	for _, scope := range ar.GetRequestedScopes() {
 		ar.GrantScope(scope)
 	}
-	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, userSession(cur.user, cur.session))
+	tx, err := s.store.BeginTX(ctx)
+	if err != nil {
+		s.log.Error("begin", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		return
+	}
+	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
+	resp, err := s.provider.NewAuthorizeResponse(tx, ar, userSession(cur.user, cur.session))
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
 		return
 	}
-	// The session must still be alive now that the code is stored: a
-	// disable, password change or sign-out that ran meanwhile has ended it
-	// (in PostgreSQL this waits for such a transaction to commit), and then
-	// the code it could not see is invalidated here instead of delivered.
-	if _, err := s.people.ResumeSession(ctx, cur.ref); err != nil {
+	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
 		if !errors.Is(err, identity.ErrNoSession) {
-			s.log.Error("recheck session", "error", err)
-		}
-		if code := resp.GetCode(); code != "" {
-			sig := s.provider.strategy.AuthorizeCodeSignature(ctx, code)
-			if err := s.store.InvalidateAuthorizeCodeSession(ctx, sig); err != nil {
-				s.log.Error("invalidate code of an ended session", "error", err)
-			}
+			s.log.Error("use session", "error", err)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+			return
 		}
 		s.cookies.clearSession(w)
 		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	}
+	if err := s.store.Commit(tx); err != nil {
+		s.log.Error("commit code", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
 		return
 	}
 	// RFC 9207 §2: the authorization response carries the issuer.

@@ -33,10 +33,17 @@ type SessionStore interface {
 	// disabled. It serializes with a concurrent disable: either the new
 	// session is ended by it or none is created.
 	CreateSession(ctx context.Context, sess *Session) error
+	// GetSession returns the session with this ID if it is valid at now
+	// and its user is not disabled, without changing it (a plain read: it
+	// never waits for a concurrent write). Otherwise it returns ErrNotFound.
+	GetSession(ctx context.Context, id string, now time.Time) (*Session, error)
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its
 	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one
-	// conditional write. Otherwise it returns ErrNotFound.
+	// conditional write. Otherwise it returns ErrNotFound. In PostgreSQL it
+	// waits for a concurrent transaction that ends the session (sign-out,
+	// RevokeSubject) and then reports ErrNotFound: run in the transaction
+	// that stores a code, it makes the code commit only with a live session.
 	TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*Session, error)
 	// DeleteSession ends one session (sign-out of one browser). Ending a
 	// missing session succeeds.

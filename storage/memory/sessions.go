@@ -51,6 +51,22 @@ func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error 
 	return err
 }
 
+// GetSession returns a copy of a valid session, or storage.ErrNotFound.
+func (s *Store) GetSession(_ context.Context, id string, now time.Time) (*storage.Session, error) {
+	var out *storage.Session
+	s.tx(func() {
+		x, ok := s.sessions[id]
+		u, userOK := s.users[x.Subject]
+		if ok && userOK && !u.Disabled && sessionValid(x, now) {
+			out = cloneSession(x)
+		}
+	})
+	if out == nil {
+		return nil, fmt.Errorf("memory: get session: %w", storage.ErrNotFound)
+	}
+	return out, nil
+}
+
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	var out *storage.Session

@@ -50,6 +50,19 @@ func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error 
 	return translate("create session", err)
 }
 
+// GetSession returns a valid session without changing it, or
+// storage.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (*storage.Session, error) {
+	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
+		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at
+		FROM sessions s JOIN users u ON u.subject = s.subject
+		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now))
+	if err != nil {
+		return nil, translate("get session", err)
+	}
+	return sess, nil
+}
+
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `UPDATE sessions s

@@ -153,7 +153,16 @@ func testSessions(t *testing.T, s storage.Store) {
 	wantErr(t, "CreateSession unknown user", s.CreateSession(ctx, &storage.Session{ID: "h2", Subject: "nobody",
 		AuthTime: now, IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}), storage.ErrNotFound)
 
-	got, err := s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute), 30*time.Minute)
+	got, err := s.GetSession(ctx, "hash-1", now.Add(time.Minute))
+	noErr(t, "GetSession", err)
+	if got.Subject != u.Subject || !got.IdleExpiresAt.Equal(now.Add(30*time.Minute)) {
+		t.Errorf("GetSession = %#v", got)
+	}
+	_, err = s.GetSession(ctx, "hash-1", now.Add(31*time.Minute))
+	wantErr(t, "GetSession after idle expiry", err, storage.ErrNotFound)
+	_, err = s.GetSession(ctx, "missing", now)
+	wantErr(t, "GetSession missing", err, storage.ErrNotFound)
+	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession", err)
 	if got.Subject != u.Subject || !got.AuthTime.Equal(now) || got.AuthTime.Location() != time.UTC || !slices.Equal(got.AMR, []string{"pwd"}) {
 		t.Errorf("TouchSession = %#v", got)
@@ -215,6 +224,8 @@ func testSessionDisabled(t *testing.T, s storage.Store) {
 	noErr(t, "SetUserDisabled", s.SetUserDisabled(ctx, u.Subject, true))
 	_, err := s.TouchSession(ctx, "h", now, time.Minute)
 	wantErr(t, "TouchSession of a disabled user", err, storage.ErrNotFound)
+	_, err = s.GetSession(ctx, "h", now)
+	wantErr(t, "GetSession of a disabled user", err, storage.ErrNotFound)
 	wantErr(t, "CreateSession for a disabled user", s.CreateSession(ctx, &storage.Session{ID: "h2", Subject: u.Subject, AuthTime: now,
 		IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}), storage.ErrNotFound)
 }
