@@ -220,7 +220,11 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 	}
 	s.loginLimit.succeeded(limitKey)
 	if old := s.cookies.sessionRef(r); old != "" {
-		_ = s.people.EndSession(ctx, old) // the previous session of this browser
+		// The previous session of this browser ends: a new sign-in is a
+		// new session (no fixation).
+		if err := s.people.EndSession(ctx, old); err != nil {
+			s.log.Error("end previous session", "error", err)
+		}
 	}
 	ref, bs, err := s.people.StartSession(ctx, u.Subject, []string{"pwd"})
 	if err != nil {
