@@ -183,9 +183,15 @@ func ValidateRedirectURI(raw string) error {
 	return nil
 }
 
-// hasDotSegment reports whether path has a "." or ".." segment.
+// hasDotSegment reports whether path has a "." or ".." segment, written
+// plainly or percent-encoded ("%2e%2e", "%2E."): a server or browser that
+// decodes before resolving would see a dot-segment the exact comparison
+// does not (RFC 3986 §2.3: %2E is ".", and normalizers decode it).
 func hasDotSegment(path string) bool {
 	for seg := range strings.SplitSeq(path, "/") {
+		if dec, err := url.PathUnescape(seg); err == nil {
+			seg = dec
+		}
 		if seg == "." || seg == ".." {
 			return true
 		}

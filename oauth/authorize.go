@@ -2,13 +2,16 @@ package oauth
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/ory/fosite"
-	"golang.org/x/crypto/bcrypt"
 
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -24,24 +27,60 @@ var authorizeErrorCodes = map[string]bool{
 // error page. Mobile SDKs send 22–64 characters.
 const maxStateLen = 2048
 
-// dummyHash is compared against when the username is unknown, so a wrong
-// username and a wrong password take the same time.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("authd-timing-equaliser"), bcrypt.DefaultCost)
-
-// newSession returns the fosite session stored with codes and tokens.
+// newSession returns the fosite session stored with codes and tokens
+// (token and introspection requests pass newSession("") to decode into).
 func newSession(subject string) *fosite.DefaultSession {
 	return &fosite.DefaultSession{Subject: subject, Username: subject}
 }
 
+// userSession is the fosite session of a code issued to a signed-in user:
+// the subject, the username at the time, and (in Extra) the browser session
+// it came from ("sid") and when the user authenticated ("auth_time"), for
+// OpenID Connect and for revocation by session.
+func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
+	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(),
+	}}
+}
+
+// signedIn is the browser's current session and its user.
+type signedIn struct {
+	ref     string // the cookie's reference
+	session identity.Session
+	user    identity.User
+}
+
+// currentSession returns the browser's valid session, if any. A cookie
+// whose row was ended (sign-out, disable, password change) or expired is
+// no session.
+func (s *Server) currentSession(ctx context.Context, r *http.Request) (signedIn, bool) {
+	ref := s.cookies.sessionRef(r)
+	if ref == "" {
+		return signedIn{}, false
+	}
+	bs, err := s.people.ResumeSession(ctx, ref)
+	if err != nil {
+		if !errors.Is(err, identity.ErrNoSession) {
+			s.log.Error("resume session", "error", err)
+		}
+		return signedIn{}, false
+	}
+	u, err := s.people.GetBySubject(ctx, bs.Subject)
+	if err != nil || u.Disabled {
+		return signedIn{}, false
+	}
+	return signedIn{ref: ref, session: bs, user: u}, true
+}
+
 // handleAuthorize serves the authorization endpoint (RFC 6749 §3.1, §4.1.1)
-// and the login and consent forms, which post back to the same URL.
+// and the login, consent and one-tap forms, which post back to the same URL.
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var post url.Values
 	fr := r
 	if r.Method == http.MethodPost {
 		if err := r.ParseForm(); err != nil {
-			s.renderError(w, http.StatusBadRequest, "The form could not be read.", "")
+			s.renderError(w, http.StatusBadRequest, "The form could not be read.", "Go back to the app and start the sign-in again.")
 			return
 		}
 		post = r.PostForm
@@ -56,9 +95,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		fr.Header.Del("Content-Type")
 	}
 
-	if len(fr.URL.Query().Get("state")) > maxStateLen {
-		// Too long to echo back safely in a redirect: refuse on a page.
-		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", "The state parameter is too long.")
+	if s.refuseRequest(w, r, fr.URL.RawQuery) {
 		return
 	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
@@ -83,8 +120,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sess, sessErr := s.cookies.session(r)
-	signedIn := sessErr == nil
+	cur, isSignedIn := s.currentSession(ctx, r)
 
 	if post != nil {
 		if !s.cookies.checkCSRF(r) {
@@ -94,71 +130,231 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		}
 		switch post.Get("step") {
 		case "login":
-			username := post.Get("username")
-			ip := clientIP(r)
-			if ok, wait := s.loginLimit.allow(username, ip); !ok {
-				// Back-off after repeated failures: 429 with Retry-After,
-				// checked before the (slow) password hash.
-				w.Header().Set("Retry-After", retryAfter(wait))
-				s.renderLogin(w, r, http.StatusTooManyRequests, client, username,
-					"Too many failed sign-in attempts. Try again in "+retryAfter(wait)+" seconds.")
-				return
-			}
-			if !s.checkPassword(ctx, username, post.Get("password")) {
-				s.loginLimit.failed(username, ip)
-				s.renderLogin(w, r, http.StatusUnauthorized, client, username, "Wrong username or password.")
-				return
-			}
-			s.loginLimit.succeeded(username)
-			// A new sign-in always gets a new session id.
-			s.cookies.setSession(w, username, s.cfg.SessionTTL)
-			sess, signedIn = browserSession{Subject: username}, true
-			if !client.SkipConsent {
-				s.renderConsent(w, r, client, ar, username)
-				return
-			}
-			s.issueCode(ctx, w, ar, sess.Subject)
+			s.handleLoginForm(w, r, ar, client, post)
 			return
-		case "consent":
-			if !signedIn {
-				s.renderLogin(w, r, http.StatusOK, client, "", "Your session has expired. Please sign in again.")
+		case "consent", "continue":
+			if !isSignedIn || !sameSession(post.Get("session"), cur.session.ID) {
+				// The session ended, or another account signed in
+				// meanwhile (another tab): never issue for a user the
+				// page did not show.
+				s.renderLogin(w, r, http.StatusOK, client, loginPage{msg: "Your session has ended. Please sign in again."})
 				return
 			}
-			if post.Get("decision") != "allow" {
-				// RFC 6749 §4.1.2.1: the resource owner denied the request.
-				s.writeAuthorizeError(w, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
+			if post.Get("step") == "consent" {
+				if post.Get("decision") != "allow" {
+					// RFC 6749 §4.1.2.1: the resource owner denied the request.
+					s.writeAuthorizeError(w, ar, fosite.ErrAccessDenied.WithHint("The user denied the request."))
+					return
+				}
+				if err := s.people.GrantConsent(ctx, cur.user.Subject, client.ID, ar.GetRequestedScopes()); err != nil {
+					s.log.Error("grant consent", "error", err)
+					s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+					return
+				}
+			} else if s.needsConsent(ctx, client, cur.user.Subject, ar) {
+				s.renderConsent(w, r, client, ar, cur)
 				return
 			}
-			s.issueCode(ctx, w, ar, sess.Subject)
+			s.issueCode(ctx, w, ar, cur)
+			return
+		case "switch":
+			// "Not you?": end this browser's session, then sign in afresh.
+			if isSignedIn {
+				if err := s.people.EndSession(ctx, cur.ref); err != nil {
+					s.log.Error("end session", "error", err)
+				}
+			}
+			s.cookies.clearSession(w)
+			s.renderLogin(w, r, http.StatusOK, client, loginPage{})
 			return
 		}
 	}
 
-	if !signedIn {
-		s.renderLogin(w, r, http.StatusOK, client, "", "")
+	if !isSignedIn {
+		s.renderLogin(w, r, http.StatusOK, client, loginPage{})
 		return
 	}
-	if !client.SkipConsent {
-		s.renderConsent(w, r, client, ar, sess.Subject)
+	if s.needsConsent(ctx, client, cur.user.Subject, ar) {
+		s.renderConsent(w, r, client, ar, cur)
 		return
 	}
-	s.issueCode(ctx, w, ar, sess.Subject)
+	// An existing session and a standing consent: silent only where the
+	// client's identity is assured (RFC 8252 §8.6). Otherwise any local app
+	// could start its own request with this client_id and receive the code
+	// at a private-use scheme or loopback port it claimed: one tap first.
+	if s.cfg.SilentSSO == SilentSSOAssured && identityAssured(client.IsPublic(), ar.GetRedirectURI()) {
+		s.issueCode(ctx, w, ar, cur)
+		return
+	}
+	s.renderContinue(w, r, client, ar, cur)
+}
+
+// handleLoginForm checks a posted username and password; on success it
+// starts a new server-side session (a new reference: no fixation) and
+// continues to consent or the code.
+func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, client *storage.Client, post url.Values) {
+	ctx := r.Context()
+	username := post.Get("username")
+	limitKey := username
+	if p, err := identity.PrepareUsername(username); err == nil {
+		limitKey = p // Alice and alice share one back-off
+	}
+	ip := clientIP(r)
+	if ok, wait := s.loginLimit.allow(limitKey, ip); !ok {
+		// Back-off after repeated failures: 429 with Retry-After,
+		// checked before the (slow) password hash.
+		w.Header().Set("Retry-After", retryAfter(wait))
+		s.renderLogin(w, r, http.StatusTooManyRequests, client, loginPage{username: username,
+			msg: "Too many failed sign-in attempts. Try again in " + retryAfterWords(wait) + "."})
+		return
+	}
+	u, err := s.people.Authenticate(ctx, username, post.Get("password"))
+	if err != nil {
+		if !errors.Is(err, identity.ErrInvalidCredentials) {
+			s.log.Error("authenticate", "error", err)
+		}
+		// One message for unknown user, wrong password and disabled user.
+		s.loginLimit.failed(limitKey, ip)
+		s.renderLogin(w, r, http.StatusUnauthorized, client, loginPage{username: username, msg: "Wrong username or password.", badPassword: true})
+		return
+	}
+	s.loginLimit.succeeded(limitKey)
+	if old := s.cookies.sessionRef(r); old != "" {
+		// The previous session of this browser ends: a new sign-in is a
+		// new session (no fixation).
+		if err := s.people.EndSession(ctx, old); err != nil {
+			s.log.Error("end previous session", "error", err)
+		}
+	}
+	ref, bs, err := s.people.StartSession(ctx, u.Subject, []string{"pwd"})
+	if err != nil {
+		s.log.Error("start session", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		return
+	}
+	s.cookies.setSession(w, ref, s.cfg.SessionTTL)
+	cur := signedIn{ref: ref, session: bs, user: u}
+	if s.needsConsent(ctx, client, u.Subject, ar) {
+		s.renderConsent(w, r, client, ar, cur)
+		return
+	}
+	// The user has just typed their password for this request: that is
+	// the interaction RFC 8252 §8.6 asks for.
+	s.issueCode(ctx, w, ar, cur)
+}
+
+// needsConsent reports whether the consent page must be shown: the client
+// is not first-party (skip_consent) and the user's remembered consent does
+// not cover every requested scope.
+func (s *Server) needsConsent(ctx context.Context, c *storage.Client, subject string, ar fosite.AuthorizeRequester) bool {
+	if c.SkipConsent {
+		return false
+	}
+	ok, err := s.people.ConsentCovers(ctx, subject, c.ID, ar.GetRequestedScopes())
+	if err != nil {
+		s.log.Error("read consent", "error", err)
+		return true
+	}
+	return !ok
+}
+
+func sameSession(posted, current string) bool {
+	return posted != "" && subtle.ConstantTimeCompare([]byte(posted), []byte(current)) == 1
 }
 
 // issueCode grants the requested scopes (already checked against the
 // client's by fosite) and redirects with the code, state and iss.
-func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, subject string) {
+//
+// The code is stored in one transaction with the use of the browser
+// session (identity.UseSession): if a sign-out, disable or password change
+// ended the session meanwhile, the transaction rolls back and no code
+// exists. One commit per code, as before server-side sessions.
+func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, cur signedIn) {
 	for _, scope := range ar.GetRequestedScopes() {
 		ar.GrantScope(scope)
 	}
-	resp, err := s.provider.NewAuthorizeResponse(ctx, ar, newSession(subject))
+	tx, err := s.store.BeginTX(ctx)
+	if err != nil {
+		s.log.Error("begin", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		return
+	}
+	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
+	resp, err := s.provider.NewAuthorizeResponse(tx, ar, userSession(cur.user, cur.session))
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
+		return
+	}
+	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
+		if !errors.Is(err, identity.ErrNoSession) {
+			s.log.Error("use session", "error", err)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+			return
+		}
+		s.cookies.clearSession(w)
+		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	}
+	if err := s.store.Commit(tx); err != nil {
+		s.log.Error("commit code", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
 		return
 	}
 	// RFC 9207 §2: the authorization response carries the issuer.
 	resp.AddParameter("iss", s.cfg.Issuer)
 	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+// refuseRequest checks what fosite does not, before it parses the request,
+// and answers with an error page (never a redirect, never a code) when:
+//   - a parameter is sent twice (RFC 6749 §3.1);
+//   - the state is too long to echo back;
+//   - client_id is missing or unknown;
+//   - redirect_uri is not registered for the client, compared exactly
+//     (RFC 9700 §2.1), loopback ports aside (RFC 8252 §7.3);
+//   - redirect_uri is missing while the client has several.
+//
+// Each refusal is logged with its reason.
+func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery string) bool {
+	q, err := url.ParseQuery(rawQuery)
+	refuse := func(detail, reason string) bool {
+		s.log.Info("authorization request refused", "reason", reason, "client_id", q.Get("client_id"), "request_id", w.Header().Get("X-Request-Id"))
+		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", detail)
+		return true
+	}
+	if err != nil {
+		return refuse("The sign-in link is malformed.", "query does not parse")
+	}
+	if k := duplicateParam(rawQuery); k != "" {
+		return refuse("The app sent the parameter "+clip(k, 40)+" more than once.", "duplicate parameter "+clip(k, 40))
+	}
+	if len(q.Get("state")) > maxStateLen {
+		return refuse("The state parameter is too long.", "state too long")
+	}
+	id := q.Get("client_id")
+	if id == "" {
+		return refuse("The client_id parameter is missing.", "missing client_id")
+	}
+	fc, err := s.store.GetClient(r.Context(), id)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			s.log.Error("get client", "error", err)
+		}
+		return refuse("The app that sent you here is not registered with this server.", "unknown client_id")
+	}
+	registered := fc.GetRedirectURIs()
+	ru, has := q["redirect_uri"]
+	switch {
+	case !has && len(registered) != 1:
+		return refuse("The redirect_uri parameter is missing.", "missing redirect_uri")
+	case !has && slices.Contains(strings.Fields(q.Get("scope")), "openid"):
+		// OpenID Connect Core §3.1.2.1: redirect_uri is REQUIRED (fosite
+		// enforces it too).
+		return refuse("The redirect_uri parameter is missing (it is required with the openid scope).", "missing redirect_uri with openid")
+	case has && !redirectRegistered(registered, ru[0]):
+		return refuse("The app asked to return to an address that is not registered for it.", "redirect_uri not registered")
+	}
+	return false
 }
 
 // writeAuthorizeError answers a failed authorization request. Per RFC 6749
@@ -169,7 +365,10 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 	rfc := fosite.ErrorToRFC6749Error(err)
 	if rfc.CodeField >= 500 {
 		s.log.Error("authorization endpoint error", "error", err)
+	} else {
+		s.log.Info("authorization request failed", "error", rfc.ErrorField, "reason", rfc.HintField)
 	}
+	original := rfc.ErrorField
 	if !authorizeErrorCodes[rfc.ErrorField] {
 		// fosite also uses codes outside RFC 6749 §4.1.2.1 (invalid_state,
 		// unsupported_response_mode); clients only know these.
@@ -178,14 +377,18 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		rfc = &e
 	}
 	if ar == nil || !ar.IsRedirectURIValid() {
+		// refuseRequest has already named a missing or unknown client and
+		// an unregistered redirect_uri; say what else fosite found.
 		detail := "The app sent an invalid sign-in request."
-		switch rfc.ErrorField {
-		case fosite.ErrInvalidClient.ErrorField:
+		switch {
+		case original == fosite.ErrInvalidClient.ErrorField:
 			detail = "The app that sent you here is not registered with this server."
-		case fosite.ErrInvalidRequest.ErrorField:
-			if ar != nil && ar.GetClient() != nil {
-				detail = "The app asked to return to an address that is not registered for it."
-			}
+		case original == fosite.ErrUnsupportedResponseMode.ErrorField:
+			detail = "The app asked for a response mode this server does not support (only response_mode=query)."
+		case strings.Contains(rfc.HintField, "redirect"):
+			detail = "The app asked to return to an address that is not registered for it."
+		case rfc.HintField != "":
+			detail = "The app sent an invalid sign-in request: " + clip(rfc.HintField, 200)
 		}
 		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", detail)
 		return
@@ -206,39 +409,47 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 	w.WriteHeader(http.StatusSeeOther)
 }
 
-// checkPassword verifies a user's password in roughly constant time.
-func (s *Server) checkPassword(ctx context.Context, username, password string) bool {
-	hash := dummyHash
-	u, err := s.store.GetUser(ctx, username)
-	known := err == nil
-	if known {
-		hash = u.PasswordHash
-	} else if !errors.Is(err, storage.ErrNotFound) {
-		s.log.Error("get user", "error", err)
-	}
-	ok := bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
-	return known && ok
+// loginPage is what the login page shows beyond the form.
+type loginPage struct {
+	username    string
+	msg         string
+	badPassword bool // focus the password field and mark the inputs invalid
 }
 
-func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, c *storage.Client, username, msg string) {
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int, c *storage.Client, p loginPage) {
 	token := s.cookies.csrfToken(w, r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := s.pages.Login(w, templates.LoginData{
-		ClientName: clientName(c), Action: r.URL.RequestURI(), CSRFToken: token, Username: username, Error: msg,
+		ClientName: clientName(c), Action: r.URL.RequestURI(), CSRFToken: token, Username: p.username,
+		Error: p.msg, Invalid: p.badPassword,
 	}); err != nil {
 		s.log.Error("render login", "error", err)
 	}
 }
 
-func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, c *storage.Client, ar fosite.AuthorizeRequester, username string) {
+func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, c *storage.Client, ar fosite.AuthorizeRequester, cur signedIn) {
 	token := s.cookies.csrfToken(w, r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := s.pages.Consent(w, templates.ConsentData{
-		ClientName: clientName(c), Username: username, Scopes: ar.GetRequestedScopes(),
-		Action: r.URL.RequestURI(), CSRFToken: token,
+		ClientName: clientName(c), Username: cur.user.Username, Scopes: s.scopes.describe(ar.GetRequestedScopes()),
+		Action: r.URL.RequestURI(), CSRFToken: token, Session: cur.session.ID,
 	}); err != nil {
 		s.log.Error("render consent", "error", err)
+	}
+}
+
+// renderContinue shows the one-tap page: "Continue as alice to <app>?",
+// with a way to switch account (RFC 8252 §8.6).
+func (s *Server) renderContinue(w http.ResponseWriter, r *http.Request, c *storage.Client, ar fosite.AuthorizeRequester, cur signedIn) {
+	token := s.cookies.csrfToken(w, r)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := s.pages.Continue(w, templates.ContinueData{
+		ClientName: clientName(c), Username: cur.user.Username, Action: r.URL.RequestURI(),
+		CSRFToken: token, Session: cur.session.ID,
+	}); err != nil {
+		s.log.Error("render continue", "error", err)
 	}
 }
 
@@ -258,15 +469,26 @@ func clientName(c *storage.Client) string {
 	return c.ID
 }
 
-// handleLogout ends the browser session. GET shows a confirmation form;
-// only a POST with the CSRF token signs out, so another site cannot sign
-// the user out with a link or an image.
+// handleLogout ends the browser session. GET shows a confirmation form (or
+// says there is nothing to sign out of); only a POST with the CSRF token
+// signs out, so another site cannot sign the user out with a link or an
+// image. Signing out deletes the server-side session row: a copy of the
+// cookie is dead at once.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
 	if r.Method == http.MethodPost {
 		if err := r.ParseForm(); err != nil || !s.cookies.checkCSRF(r) {
 			s.renderError(w, http.StatusForbidden, "This form has expired or was not sent from this site.", "Reload the page and try again.")
 			return
+		}
+		if ref := s.cookies.sessionRef(r); ref != "" {
+			if err := s.people.EndSession(ctx, ref); err != nil {
+				s.log.Error("end session", "error", err)
+				s.renderError(w, http.StatusInternalServerError, "Signing out failed.", "Please try again in a moment.")
+				return
+			}
 		}
 		s.cookies.clearSession(w)
 		if err := s.pages.Logout(w, templates.LogoutData{Done: true}); err != nil {
@@ -274,8 +496,15 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	cur, ok := s.currentSession(ctx, r)
+	if !ok {
+		if err := s.pages.Logout(w, templates.LogoutData{NoSession: true}); err != nil {
+			s.log.Error("render logout", "error", err)
+		}
+		return
+	}
 	token := s.cookies.csrfToken(w, r)
-	if err := s.pages.Logout(w, templates.LogoutData{CSRFToken: token}); err != nil {
+	if err := s.pages.Logout(w, templates.LogoutData{CSRFToken: token, Username: cur.user.Username}); err != nil {
 		s.log.Error("render logout", "error", err)
 	}
 }

@@ -175,8 +175,10 @@ func TestLogout(t *testing.T) {
 	if p.status != 200 || !strings.Contains(p.body, "Sign out?") {
 		t.Fatalf("GET /logout: %d %s", p.status, p.body)
 	}
-	if again := get(t, b, conf.AuthCodeURL("state-logout", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); again.loc == nil {
-		t.Fatal("GET /logout signed the user out")
+	// Still signed in: a public client with a private-use redirect gets
+	// the one-tap page (RFC 8252 §8.6), not the login form.
+	if again := get(t, b, conf.AuthCodeURL("state-logout", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); !strings.Contains(again.body, "Continue as") {
+		t.Fatalf("GET /logout signed the user out: %d %s", again.status, again.body)
 	}
 	p = get(t, b, h.srv.URL+"/logout")
 	if p = submit(t, b, h.srv.URL, p, url.Values{}); p.status != 200 || !strings.Contains(p.body, "Signed out") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 )
 
@@ -40,8 +41,23 @@ type Config struct {
 	// PostgreSQL answers (the replay record, or the row lock of a
 	// redemption still running).
 	ReplayWaitTimeout time.Duration
-	// SessionTTL is the lifetime of the browser sign-in session (default 12h).
-	SessionTTL time.Duration
+	// SessionTTL is the absolute lifetime of a browser sign-in session
+	// (default 12h); SessionIdleTTL ends one unused for that long (default
+	// 2h, at most SessionTTL). Sessions are server-side rows (package
+	// identity); the cookie holds only a random reference.
+	SessionTTL     time.Duration
+	SessionIdleTTL time.Duration
+	// SilentSSO decides when an existing session plus a remembered consent
+	// (or skip_consent) gives a code with no interaction (RFC 8252 §8.6):
+	// "assured" (the default) only where the client's identity is assured,
+	// i.e. a confidential client or an https redirect_uri; "never" always
+	// shows the one-tap "Continue as …" page. A public client with a
+	// private-use-scheme or loopback redirect always gets the one-tap page.
+	SilentSSO string
+	// ScopeDescriptions name scopes in words on the consent page, e.g.
+	// {"orders.read": "See your orders"}; they add to and override the
+	// built-in ones (openid, offline_access, profile, email).
+	ScopeDescriptions map[string]string
 	// AllowPlainPKCE enables code_challenge_method=plain (default off,
 	// RFC 9700 §2.1.1 recommends S256).
 	AllowPlainPKCE bool
@@ -118,6 +134,12 @@ func (c *Config) applyDefaults() {
 	if c.SessionTTL == 0 {
 		c.SessionTTL = 12 * time.Hour
 	}
+	if c.SessionIdleTTL == 0 {
+		c.SessionIdleTTL = min(identity.DefaultSessionIdleTTL, c.SessionTTL)
+	}
+	if c.SilentSSO == "" {
+		c.SilentSSO = SilentSSOAssured
+	}
 	if c.IdempotencyKeyTTL == 0 {
 		c.IdempotencyKeyTTL = 24 * time.Hour
 	}
@@ -143,5 +165,20 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s: must be at least 1s, got %s", name, d)
 		}
 	}
+	if c.SessionTTL < time.Minute || c.SessionIdleTTL < time.Minute {
+		return fmt.Errorf("session TTL: the session lifetimes must be at least 1m, got %s and idle %s", c.SessionTTL, c.SessionIdleTTL)
+	}
+	if c.SessionIdleTTL > c.SessionTTL {
+		return fmt.Errorf("session idle TTL: %s is longer than the session TTL %s", c.SessionIdleTTL, c.SessionTTL)
+	}
+	if c.SilentSSO != SilentSSOAssured && c.SilentSSO != SilentSSONever {
+		return fmt.Errorf("silent SSO: %q is not %q or %q", c.SilentSSO, SilentSSOAssured, SilentSSONever)
+	}
 	return nil
 }
+
+// SilentSSO values (Config.SilentSSO).
+const (
+	SilentSSOAssured = "assured"
+	SilentSSONever   = "never"
+)

@@ -1,13 +1,10 @@
 package oauth
 
 import (
-	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -19,34 +16,20 @@ const (
 	csrfCookie    = "authd_csrf"
 )
 
-// browserSession is the signed-in state of a browser. It lives only in an
-// AEAD-sealed cookie: authd keeps no server-side session rows, so a stolen
-// database yields no sessions, and any replica can read the cookie.
-type browserSession struct {
-	// ID is random per sign-in, so a new sign-in rotates the session id.
-	ID       string `json:"id"`
-	Subject  string `json:"sub"`
-	AuthTime int64  `json:"iat"`
-	Expires  int64  `json:"exp"`
-}
+// The session cookie carries only an unguessable reference (256 random
+// bits) to a server-side session row (package identity); the row is keyed
+// by the reference's hash. Ending the row ends the session at once, in every
+// copy of the cookie.
 
-// cookieCodec seals browser sessions and issues/verifies CSRF tokens.
+// cookieCodec sets the session cookie and issues/verifies CSRF tokens.
 type cookieCodec struct {
-	aead    cipher.AEAD
 	csrfKey []byte
 	secure  bool
-	now     func() time.Time
 }
 
-func newCookieCodec(secret []byte, secure bool, now func() time.Time) *cookieCodec {
-	return &cookieCodec{
-		aead:    secrets.NewAEAD(secret, "session-cookie"),
-		csrfKey: secrets.Derive(secret, "csrf"),
-		secure:  secure, now: now,
-	}
+func newCookieCodec(secret []byte, secure bool) *cookieCodec {
+	return &cookieCodec{csrfKey: secrets.Derive(secret, "csrf"), secure: secure}
 }
-
-var errNoSession = errors.New("oauth: no valid session")
 
 func randomString(n int) string {
 	b := make([]byte, n)
@@ -54,43 +37,24 @@ func randomString(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// setSession starts a new sign-in session for subject (with a fresh id).
-func (c *cookieCodec) setSession(w http.ResponseWriter, subject string, ttl time.Duration) {
-	now := c.now()
-	s := browserSession{ID: randomString(16), Subject: subject, AuthTime: now.Unix(), Expires: now.Add(ttl).Unix()}
-	plain, _ := json.Marshal(s)
-	nonce := make([]byte, c.aead.NonceSize())
-	_, _ = rand.Read(nonce)
-	sealed := c.aead.Seal(nonce, nonce, plain, []byte(sessionCookie))
+// setSession puts a session reference in the browser's cookie.
+func (c *cookieCodec) setSession(w http.ResponseWriter, ref string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: base64.RawURLEncoding.EncodeToString(sealed),
+		Name: sessionCookie, Value: ref,
 		Path: "/", MaxAge: int(ttl.Seconds()), HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode,
 	})
 }
 
-// session returns the browser's valid session, or errNoSession.
-func (c *cookieCodec) session(r *http.Request) (browserSession, error) {
+// sessionRef returns the session reference the browser sent, or "".
+func (c *cookieCodec) sessionRef(r *http.Request) string {
 	ck, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return browserSession{}, errNoSession
+	if err != nil || len(ck.Value) > 128 {
+		return ""
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(ck.Value)
-	if err != nil || len(raw) < c.aead.NonceSize() {
-		return browserSession{}, errNoSession
-	}
-	ns := c.aead.NonceSize()
-	plain, err := c.aead.Open(nil, raw[:ns], raw[ns:], []byte(sessionCookie))
-	if err != nil {
-		return browserSession{}, errNoSession
-	}
-	var s browserSession
-	if json.Unmarshal(plain, &s) != nil || s.Subject == "" || c.now().Unix() >= s.Expires {
-		return browserSession{}, errNoSession
-	}
-	return s, nil
+	return ck.Value
 }
 
-// clearSession signs the browser out.
+// clearSession removes the session cookie.
 func (c *cookieCodec) clearSession(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.secure, SameSite: http.SameSiteLaxMode})
 }

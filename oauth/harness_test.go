@@ -221,6 +221,9 @@ func submit(t testing.TB, b *http.Client, base string, p page, fields url.Values
 		t.Fatalf("no form on page (status %d): %s", p.status, p.body)
 	}
 	fields.Set("csrf_token", m[1])
+	if sm := sessionFieldRe.FindStringSubmatch(p.body); sm != nil && !fields.Has("session") {
+		fields.Set("session", sm[1]) // the hidden field binding the form to the session shown
+	}
 	action := strings.ReplaceAll(a[1], "&amp;", "&")
 	action = strings.ReplaceAll(action, "&#43;", "+")
 	req, _ := http.NewRequest(http.MethodPost, base+action, strings.NewReader(fields.Encode()))
@@ -233,6 +236,10 @@ func submit(t testing.TB, b *http.Client, base string, p page, fields url.Values
 	return readPage(t, resp)
 }
 
+// sessionFieldRe finds the hidden session field of the consent and one-tap
+// forms.
+var sessionFieldRe = regexp.MustCompile(`name="session" value="([^"]*)"`)
+
 // login walks authorize → login → (consent) and returns the redirect to
 // the app.
 func (h *harness) login(t testing.TB, b *http.Client, authURL string) *url.URL {
@@ -243,6 +250,9 @@ func (h *harness) login(t testing.TB, b *http.Client, authURL string) *url.URL {
 			t.Fatalf("expected login form, got %d: %s", p.status, p.body)
 		}
 		p = submit(t, b, h.srv.URL, p, url.Values{"step": {"login"}, "username": {testUser}, "password": {testPassword}})
+	}
+	if p.loc == nil && strings.Contains(p.body, `value="continue"`) {
+		p = submit(t, b, h.srv.URL, p, url.Values{"step": {"continue"}}) // the one-tap page (RFC 8252 §8.6)
 	}
 	if p.loc == nil && strings.Contains(p.body, `value="allow"`) {
 		p = submit(t, b, h.srv.URL, p, url.Values{"step": {"consent"}, "decision": {"allow"}})

@@ -34,7 +34,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // cardinality, nothing from the query string is ever logged).
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
-	pathLogout: true, pathMetadata: true,
+	pathLogout: true, pathAccount: true, pathMetadata: true,
 	"/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 

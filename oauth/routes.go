@@ -38,6 +38,7 @@ func (s *Server) routes() http.Handler {
 
 	r.Handle(pathAuthorize, html(s.handleAuthorize)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -26,6 +28,8 @@ type Server struct {
 	provider *provider
 	hasher   *SecretHasher
 	cookies  *cookieCodec
+	people   *identity.Service
+	scopes   scopeWords
 	pages    *templates.Pages
 	metrics  *metrics
 	handler  http.Handler
@@ -70,7 +74,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log:     deps.Logger,
 		now:     deps.Now,
 		hasher:  NewSecretHasher(cfg.Secret),
-		cookies: newCookieCodec(cfg.Secret, iss.Scheme == "https", deps.Now),
+		cookies: newCookieCodec(cfg.Secret, iss.Scheme == "https"),
+		scopes:  newScopeWords(cfg.ScopeDescriptions),
 		pages:   templates.Parse(),
 		metrics: newMetrics(),
 	}
@@ -78,12 +83,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.DisableReplay {
 		cache = nil
 	}
-	// Every path that ends a grant goes through revokingStore, which also
-	// drops the grant's replay cache entries.
-	revoking := revokingStore{Store: deps.Store, cache: cache, onError: func(err error) {
+	// Every path that ends a grant (revocation, reuse, client deletion,
+	// user lifecycle, consent withdrawn) goes through revocation.Store,
+	// which also drops the replay cache entries of what it revoked.
+	revoking := revocation.Store{Store: deps.Store, Cache: cache, OnError: func(err error) {
 		s.metrics.replay.WithLabelValues("fail_open").Inc()
 		s.log.Warn("replay cache entry of a revoked grant not dropped; it expires with the replay window", "error", err)
 	}}
+	s.people = identity.New(revoking, identity.Options{
+		SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
+	})
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, revoking, s.clientAuth)
 	s.grants = s.provider.grants()

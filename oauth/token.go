@@ -128,18 +128,18 @@ func parseTokenForm(r *http.Request) error {
 	}
 	for k, v := range r.PostForm {
 		if len(v) > 1 {
-			return duplicateParam(k)
+			return errDuplicateParam(k)
 		}
 	}
 	for k, v := range r.URL.Query() {
 		if _, dup := r.PostForm[k]; dup || len(v) > 1 {
-			return duplicateParam(k)
+			return errDuplicateParam(k)
 		}
 	}
 	return nil
 }
 
-func duplicateParam(k string) error {
+func errDuplicateParam(k string) error {
 	return fosite.ErrInvalidRequest.WithHintf("The parameter %s was sent more than once (RFC 6749 Section 3.2).", url.QueryEscape(truncate(k, 40)))
 }
 

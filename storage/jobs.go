@@ -182,6 +182,9 @@ const (
 	CleanupClientAssertionJWTs = "client_assertion_jwts"
 	// CleanupIdempotencyKeys deletes admin idempotency keys that expired.
 	CleanupIdempotencyKeys = "idempotency_keys"
+	// CleanupSessions deletes browser sessions past their idle or absolute
+	// expiry.
+	CleanupSessions = "sessions"
 	// CleanupJobs deletes done and failed jobs that finished before the
 	// cutoff (the caller passes now minus its retention).
 	CleanupJobs = "jobs"

@@ -36,19 +36,24 @@ type ReplayRecord struct {
 	Revoked bool
 }
 
-// ReplayScope selects replay records: exactly one field is set.
+// ReplayScope selects replay records: the fields set are ANDed; at least
+// one must be set.
 type ReplayScope struct {
 	// RequestID selects the records of one grant.
 	RequestID string
-	// ClientID selects the records of every grant of one client.
+	// ClientID selects the records of one client.
 	ClientID string
+	// Subject selects the records of one resource owner.
+	Subject string
 }
 
 // ReplayStore keeps the durable replay records.
 //
 // Revocation contract, honoured by every backend: RevokeAccessToken and
 // RevokeRefreshToken of a request ID mark that grant's records Revoked in
-// the same transaction, and DeleteClient deletes the client's records.
+// the same transaction, as do RevokeSubject (a user's) and RevokeConsent
+// (a user's for one client); DeleteClient and DeleteUser's RevokeSubject
+// leave no record usable.
 type ReplayStore interface {
 	// PutReplayRecord inserts rec, in the transaction carried by ctx when
 	// there is one (the redeeming transaction), and marks every other

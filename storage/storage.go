@@ -92,17 +92,18 @@ func (c *Client) GetScopes() fosite.Arguments { return c.Scopes }
 // (token_endpoint_auth_method "none", RFC 6749 §2.1).
 func (c *Client) IsPublic() bool { return c.TokenEndpointAuthMethod == "none" }
 
+// GetResponseModes returns the response modes the client may request:
+// the default and query, the only ones authd implements (RFC 6749 §4.1.2,
+// OAuth 2.0 Multiple Response Type Encoding Practices §2.1). fosite
+// refuses any other with unsupported_response_mode.
+func (c *Client) GetResponseModes() []fosite.ResponseModeType {
+	return []fosite.ResponseModeType{fosite.ResponseModeDefault, fosite.ResponseModeQuery}
+}
+
+var _ fosite.ResponseModeClient = (*Client)(nil)
+
 // GetAudience returns no audience: authd does not restrict audiences.
 func (c *Client) GetAudience() fosite.Arguments { return nil }
-
-// User is a resource owner who signs in on the login page.
-type User struct {
-	// Username is unique and case-sensitive.
-	Username string
-	// PasswordHash is a bcrypt hash (golang.org/x/crypto/bcrypt).
-	PasswordHash []byte
-	CreatedAt    time.Time
-}
 
 // ClientStore manages registered clients. GetClient (from
 // fosite.ClientManager) returns a *Client or ErrNotFound.
@@ -126,16 +127,6 @@ type ClientStore interface {
 	// ErrNotFound if no such client exists. Outside a transaction it only
 	// checks existence.
 	LockClient(ctx context.Context, id string) error
-}
-
-// UserStore manages resource owners.
-type UserStore interface {
-	// CreateUser inserts u, or returns ErrAlreadyExists.
-	CreateUser(ctx context.Context, u *User) error
-	// GetUser returns the user or ErrNotFound.
-	GetUser(ctx context.Context, username string) (*User, error)
-	// SetUserPassword replaces the password hash, or returns ErrNotFound.
-	SetUserPassword(ctx context.Context, username string, hash []byte) error
 }
 
 // GrantChecker tells a refresh token that was rotated from one that was
@@ -189,6 +180,10 @@ type Pinger interface {
 type Store interface {
 	ClientStore
 	UserStore
+	SessionStore
+	ConsentStore
+	SessionStore
+	ConsentStore
 	oauth2.CoreStorage
 	oauth2.TokenRevocationStorage
 	pkce.PKCERequestStorage

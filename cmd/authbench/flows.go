@@ -216,7 +216,14 @@ var (
 type form struct {
 	action, csrf string
 	consent      bool
+	// session is the hidden field binding a consent or one-tap form to
+	// the session it was shown for; oneTap marks the one-tap page
+	// ("Continue as …", RFC 8252 §8.6).
+	session string
+	oneTap  bool
 }
+
+var sessionFieldRe = regexp.MustCompile(`name="session" value="([^"]*)"`)
 
 func parseForm(body []byte) (form, bool) {
 	m := csrfRe.FindSubmatch(body)
@@ -224,10 +231,16 @@ func parseForm(body []byte) (form, bool) {
 	if m == nil || a == nil {
 		return form{}, false
 	}
+	var session string
+	if sm := sessionFieldRe.FindSubmatch(body); sm != nil {
+		session = html.UnescapeString(string(sm[1]))
+	}
 	return form{
 		action:  html.UnescapeString(string(a[1])),
 		csrf:    html.UnescapeString(string(m[1])),
 		consent: strings.Contains(string(body), `value="allow"`),
+		session: session,
+		oneTap:  strings.Contains(string(body), `value="continue"`),
 	}, true
 }
 
@@ -244,6 +257,9 @@ func (r *runner) get(ctx context.Context, b *http.Client, u string) (int, string
 // browser does.
 func (r *runner) submit(ctx context.Context, b *http.Client, f form, fields url.Values) (int, string, []byte, error) {
 	fields.Set("csrf_token", f.csrf)
+	if f.session != "" {
+		fields.Set("session", f.session)
+	}
 	target := f.action
 	if strings.HasPrefix(target, "/") {
 		target = r.o.Target + target
@@ -354,12 +370,20 @@ func (w *worker) ssoCode(ctx context.Context) (code, verifier string, err error)
 	r := w.r
 	state := w.nextState()
 	authURL, verifier := r.authorizeURL(state)
-	status, loc, _, err := r.get(ctx, w.browser, authURL)
+	status, loc, body, err := r.get(ctx, w.browser, authURL)
 	if err != nil {
 		return "", "", err
 	}
 	if status == http.StatusOK {
-		return "", "", &httpError{status: status, code: "(login page: session cookie not accepted)"}
+		f, ok := parseForm(body)
+		if !ok || !f.oneTap {
+			return "", "", &httpError{status: status, code: "(login page: session cookie not accepted)"}
+		}
+		// A public client with a private-use redirect: one tap on
+		// "Continue", never a silent code (RFC 8252 §8.6).
+		if status, loc, _, err = r.submit(ctx, w.browser, f, url.Values{"step": {"continue"}}); err != nil {
+			return "", "", err
+		}
 	}
 	code, err = r.codeFrom(status, loc, state)
 	return code, verifier, err

@@ -126,7 +126,7 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 		}
 	}
 
-	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	store, closeStore, err := openRevokingStore(ctx, c, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}

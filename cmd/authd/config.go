@@ -20,6 +20,7 @@ import (
 
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
@@ -39,9 +40,10 @@ type config struct {
 	ReplayWindow    time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
-	jobs            jobsConfig // job worker and janitor (janitor.go)
-	perf            perfConfig // client cache (perf.go)
-	ops             opsConfig  // operations listener (ops.go)
+	jobs            jobsConfig   // job worker and janitor (janitor.go)
+	perf            perfConfig   // client cache (perf.go)
+	ops             opsConfig    // operations listener (ops.go)
+	people          peopleConfig // sessions and consent (people.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -67,6 +69,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
 	c.ops.flags(fs)
+	c.people.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -192,6 +195,9 @@ func (c *config) validate(requireSecret bool) error {
 	if c.ReplayWindow < 0 {
 		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
 	}
+	if c.people.SessionTTL != 0 { // the server commands register these flags
+		return c.people.validate()
+	}
 	return nil
 }
 
@@ -311,6 +317,7 @@ func (c *config) oauthConfig() oauth.Config {
 		DemoVerifier:     c.demoVerifier,
 		ClientCacheTTL:   c.perf.ClientCacheTTL,
 	}
+	c.people.apply(&oc)
 	if c.ReplayWindow == 0 {
 		oc.DisableReplay = true
 		oc.ReplayWindow = -1
@@ -377,4 +384,27 @@ func (l *redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.last, l.suppressed = now, 0
 	l.mu.Unlock()
 	l.log.InfoContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "source", "go-redis", "suppressed", n)
+}
+
+// openRevokingStore opens the store for a command that may revoke (users,
+// clients): revocations through it also drop the replay cache entries in
+// AUTHD_REDIS_URL, so a revoked response is never replayed from Redis
+// (revocation.Store). With no Redis configured it is the plain store.
+func openRevokingStore(ctx context.Context, c config, log *slog.Logger) (storage.Store, func(), error) {
+	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.RedisURL == "" || c.RedisURL == "memory" {
+		return store, closeStore, nil
+	}
+	cache, closeCache, err := openCache(c.RedisURL, log)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	onError := func(err error) {
+		log.Warn("a revoked grant's replay cache entry was not dropped; it expires with the replay window", "error", err.Error())
+	}
+	return revocation.Store{Store: store, Cache: cache, OnError: onError}, func() { closeCache(); closeStore() }, nil
 }

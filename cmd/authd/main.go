@@ -61,7 +61,8 @@ Usage:
   authd dev                      run on in-memory storage with a demo user and client
   authd serve                    run the server (AUTHD_DATABASE_URL, AUTHD_SECRET, …)
   authd migrate up|status        apply or show the PostgreSQL schema migrations
-  authd users add USERNAME       add a user; the password is read from stdin
+  authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent
+                                 manage users (JSON out; passwords on stdin; see authd users -h)
   authd clients create|list|get|update|delete|rotate-secret
                                  manage OAuth clients (JSON in and out; "add" = create)
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)

@@ -176,6 +176,9 @@ func followLogin(t *testing.T, authURL, user, password string) *url.URL {
 			t.Fatalf("no form: %d %s", resp.StatusCode, body)
 		}
 		step.Set("csrf_token", csrf[1])
+		if m := regexp.MustCompile(`name="session" value="([^"]*)"`).FindStringSubmatch(body); m != nil {
+			step.Set("session", m[1]) // binds the consent form to the session shown
+		}
 		a := strings.NewReplacer("&amp;", "&", "&#43;", "+").Replace(action[1])
 		req, _ := http.NewRequest(http.MethodPost, base+a, strings.NewReader(step.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -191,8 +191,16 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if c.Secret == "" {
 		c.Secret = oauth.NewClientSecret() + oauth.NewClientSecret()
 	}
-	if c.DatabaseURL == "" {
-		c.DatabaseURL = "memory"
+	// dev is self-contained: it never touches a real database or Redis,
+	// whatever the environment says (its banner says nothing is kept).
+	for _, v := range []struct {
+		name string
+		val  *string
+	}{{"AUTHD_DATABASE_URL", &c.DatabaseURL}, {"AUTHD_REDIS_URL", &c.RedisURL}} {
+		if *v.val != "" && *v.val != "memory" {
+			fmt.Fprintf(stderr, "authd dev: ignoring %s: dev always runs in memory (use authd serve for a real database)\n", v.name)
+		}
+		*v.val = "memory"
 	}
 	if !flagSet(fs, "token-rate-limit") && getenv("AUTHD_TOKEN_RATE_LIMIT") == "" {
 		c.TokenRateLimit = 0 // off in dev

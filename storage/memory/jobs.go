@@ -21,6 +21,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
+	storage.CleanupSessions,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -56,6 +57,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 			n = s.deleteExpiredReplays(ctx, func(r storage.ReplayRecord) bool { return r.WindowEnd.Before(before) }, limit)
 		})
 		return n, nil
+	case storage.CleanupSessions:
+		return s.DeleteExpiredSessions(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

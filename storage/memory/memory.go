@@ -25,7 +25,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -63,8 +62,12 @@ type table map[string]entry
 type Store struct {
 	mu      sync.Mutex
 	clients map[string]storage.Client
-	users   map[string]storage.User
-	jtis    map[string]time.Time
+	users   map[string]storage.User // by subject (users.go)
+	// sessions by ID and consents by subject and client (sessions.go,
+	// consents.go).
+	sessions map[string]storage.Session
+	consents map[consentKey]storage.Consent
+	jtis     map[string]time.Time
 
 	codes   table
 	access  table
@@ -95,12 +98,15 @@ func New() *Store {
 	s := &Store{
 		clients: map[string]storage.Client{},
 		users:   map[string]storage.User{},
-		jtis:    map[string]time.Time{},
-		codes:   table{},
-		access:  table{},
-		refresh: table{},
-		pkce:    table{},
-		now:     time.Now,
+
+		sessions: map[string]storage.Session{},
+		consents: map[consentKey]storage.Consent{},
+		jtis:     map[string]time.Time{},
+		codes:    table{},
+		access:   table{},
+		refresh:  table{},
+		pkce:     table{},
+		now:      time.Now,
 
 		revokedGrants: map[string]bool{},
 		replays:       map[string]storage.ReplayRecord{},
@@ -345,6 +351,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 				s.record(ctx, func() { s.replays[key] = r })
 			}
 		}
+		s.deleteConsents(ctx, func(k consentKey) bool { return k.client == id })
 	})
 	return err
 }
@@ -403,65 +410,6 @@ func (s *Store) SetClientAssertionJWT(ctx context.Context, jti string, exp time.
 		}
 		s.jtis[jti] = exp
 		s.record(ctx, func() { delete(s.jtis, jti) })
-	})
-	return err
-}
-
-// ---- users ----
-
-// CreateUser stores a copy of u, setting u.CreatedAt to now when zero. It
-// returns storage.ErrAlreadyExists if the username is taken.
-func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
-	if u.CreatedAt.IsZero() {
-		u.CreatedAt = s.now()
-	}
-	u.CreatedAt = storage.NormalizeTime(u.CreatedAt)
-	var err error
-	s.tx(func() {
-		if _, ok := s.users[u.Username]; ok {
-			err = fmt.Errorf("memory: user %q: %w", u.Username, storage.ErrAlreadyExists)
-			return
-		}
-		cp := *u
-		cp.PasswordHash = slices.Clone(u.PasswordHash)
-		s.users[u.Username] = cp
-		name := u.Username
-		s.record(ctx, func() { delete(s.users, name) })
-	})
-	return err
-}
-
-// GetUser returns a copy of the user, or storage.ErrNotFound.
-func (s *Store) GetUser(_ context.Context, username string) (*storage.User, error) {
-	var (
-		u  storage.User
-		ok bool
-	)
-	s.tx(func() {
-		if u, ok = s.users[username]; ok {
-			u.PasswordHash = slices.Clone(u.PasswordHash)
-		}
-	})
-	if !ok {
-		return nil, fmt.Errorf("memory: user %q: %w", username, storage.ErrNotFound)
-	}
-	return &u, nil
-}
-
-// SetUserPassword replaces the user's password hash, or returns
-// storage.ErrNotFound.
-func (s *Store) SetUserPassword(ctx context.Context, username string, hash []byte) error {
-	var err error
-	s.tx(func() {
-		old, ok := s.users[username]
-		if !ok {
-			err = fmt.Errorf("memory: user %q: %w", username, storage.ErrNotFound)
-			return
-		}
-		u := old
-		u.PasswordHash = slices.Clone(hash)
-		s.users[username] = u
-		s.record(ctx, func() { s.users[username] = old })
 	})
 	return err
 }

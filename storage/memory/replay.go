@@ -57,14 +57,15 @@ func (s *Store) GetReplayRecord(_ context.Context, key string) (*storage.ReplayR
 
 // ReplayKeys returns the keys of the records in scope.
 func (s *Store) ReplayKeys(_ context.Context, scope storage.ReplayScope) ([]string, error) {
-	if (scope.RequestID == "") == (scope.ClientID == "") {
-		return nil, fmt.Errorf("memory: replay keys: exactly one of RequestID and ClientID must be set")
+	if scope == (storage.ReplayScope{}) {
+		return nil, fmt.Errorf("memory: replay keys: an empty scope")
 	}
 	var keys []string
 	s.tx(func() {
 		for key, r := range s.replays {
-			if (scope.RequestID != "" && r.RequestID == scope.RequestID) ||
-				(scope.ClientID != "" && r.ClientID == scope.ClientID) {
+			if (scope.RequestID == "" || r.RequestID == scope.RequestID) &&
+				(scope.ClientID == "" || r.ClientID == scope.ClientID) &&
+				(scope.Subject == "" || r.Subject == scope.Subject) {
 				keys = append(keys, key)
 			}
 		}

@@ -231,6 +231,7 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupPKCESessions, `expires_at < $1`},
 	{storage.CleanupClientAssertionJWTs, `expires_at < $1`},
 	{storage.CleanupIdempotencyKeys, `expires_at <= $1`},
+	{storage.CleanupSessions, `least(idle_expires_at, expires_at) < $1`},
 	{storage.CleanupJobs, `status IN ('done', 'failed') AND finished_at < $1`},
 	{storage.CleanupReplayRecords, `window_end < $1`},
 }

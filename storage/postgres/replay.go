@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,18 +65,19 @@ func (s *Store) GetReplayRecord(ctx context.Context, key string) (*storage.Repla
 // ReplayKeys returns the keys of the records in scope.
 func (s *Store) ReplayKeys(ctx context.Context, scope storage.ReplayScope) ([]string, error) {
 	var (
-		where string
-		arg   string
+		where []string
+		args  []any
 	)
-	switch {
-	case scope.RequestID != "" && scope.ClientID == "":
-		where, arg = "request_id", scope.RequestID
-	case scope.ClientID != "" && scope.RequestID == "":
-		where, arg = "client_id", scope.ClientID
-	default:
-		return nil, fmt.Errorf("postgres: replay keys: exactly one of RequestID and ClientID must be set")
+	for _, f := range []struct{ col, v string }{{"request_id", scope.RequestID}, {"client_id", scope.ClientID}, {"subject", scope.Subject}} {
+		if f.v != "" {
+			args = append(args, f.v)
+			where = append(where, fmt.Sprintf("%s = $%d", f.col, len(args)))
+		}
 	}
-	rows, err := s.q(ctx).Query(ctx, `SELECT key FROM replay_records WHERE `+where+` = $1`, arg)
+	if len(where) == 0 {
+		return nil, fmt.Errorf("postgres: replay keys: an empty scope")
+	}
+	rows, err := s.q(ctx).Query(ctx, `SELECT key FROM replay_records WHERE `+strings.Join(where, " AND "), args...)
 	if err != nil {
 		return nil, translate("replay keys", err)
 	}

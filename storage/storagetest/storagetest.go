@@ -37,7 +37,6 @@ var cases = []testCase{
 	{"ClientList", testClientList},
 	{"ClientTimesUTCMicro", testClientTimes},
 	{"ClientAssertionJWT", testClientAssertionJWT},
-	{"Users", testUsers},
 	{"AuthorizeCode", testAuthorizeCode},
 	{"AccessToken", testAccessToken},
 	{"RefreshToken", testRefreshToken},
@@ -69,7 +68,7 @@ var cases = []testCase{
 // Run runs the conformance suite. newStore must return a fresh, empty store
 // for each case, and register its own cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
-	for _, tc := range slices.Concat(cases, idempotencyCases) {
+	for _, tc := range slices.Concat(cases, idempotencyCases, peopleCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.run(t, newStore(t))
@@ -314,29 +313,6 @@ func testClientAssertionJWT(t *testing.T, s storage.Store) {
 	noErr(t, "SetClientAssertionJWT expired", s.SetClientAssertionJWT(ctx, "jti-2", time.Now().Add(-time.Minute)))
 	noErr(t, "ClientAssertionJWTValid expired", s.ClientAssertionJWTValid(ctx, "jti-2"))
 	noErr(t, "SetClientAssertionJWT after expiry", s.SetClientAssertionJWT(ctx, "jti-2", time.Now().Add(time.Hour)))
-}
-
-func testUsers(t *testing.T, s storage.Store) {
-	ctx := t.Context()
-	u := &storage.User{Username: "alice", PasswordHash: []byte("$2a$hash")}
-	noErr(t, "CreateUser", s.CreateUser(ctx, u))
-	if u.CreatedAt.IsZero() {
-		t.Error("CreateUser left CreatedAt zero")
-	}
-	wantErr(t, "CreateUser duplicate", s.CreateUser(ctx, &storage.User{Username: "alice", PasswordHash: []byte("x")}), storage.ErrAlreadyExists)
-	got, err := s.GetUser(ctx, "alice")
-	noErr(t, "GetUser", err)
-	if got.Username != "alice" || string(got.PasswordHash) != "$2a$hash" || !got.CreatedAt.Equal(u.CreatedAt) || got.CreatedAt.Location() != time.UTC {
-		t.Errorf("GetUser = %#v, want %#v", got, u)
-	}
-	noErr(t, "SetUserPassword", s.SetUserPassword(ctx, "alice", []byte("$2a$new")))
-	got, _ = s.GetUser(ctx, "alice")
-	if string(got.PasswordHash) != "$2a$new" {
-		t.Errorf("password hash = %q after SetUserPassword", got.PasswordHash)
-	}
-	_, err = s.GetUser(ctx, "Alice")
-	wantErr(t, "GetUser is case-sensitive", err, storage.ErrNotFound)
-	wantErr(t, "SetUserPassword missing", s.SetUserPassword(ctx, "bob", []byte("x")), storage.ErrNotFound)
 }
 
 // ---- codes, tokens, PKCE ----

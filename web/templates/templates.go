@@ -1,4 +1,4 @@
-// Package templates holds authd's HTML pages (login, consent, error) and their
+// Package templates holds authd's HTML pages (login, consent, one-tap, error) and their
 // stylesheet, embedded in the binary and parsed once at start-up.
 //
 // Pages never contain inline script or inline style, so they can be served
@@ -51,6 +51,9 @@ type LoginData struct {
 	Username string
 	// Error is a message for the user, e.g. "Wrong username or password."
 	Error string
+	// Invalid marks the inputs aria-invalid and puts the focus on the
+	// password field (after a wrong password).
+	Invalid bool
 }
 
 // ConsentData is the data of the consent page.
@@ -58,9 +61,29 @@ type ConsentData struct {
 	Title      string
 	ClientName string
 	Username   string
-	Scopes     []string
+	// Scopes are the requested scopes, in words.
+	Scopes    []string
+	Action    string
+	CSRFToken string
+	// Session binds the form to the session the page was shown for.
+	Session string
+}
+
+// ContinueData is the data of the one-tap page ("Continue as alice?").
+type ContinueData struct {
+	Title      string
+	ClientName string
+	Username   string
 	Action     string
 	CSRFToken  string
+	// Session binds the form to the session the page was shown for.
+	Session string
+}
+
+// Continue renders the one-tap page.
+func (p *Pages) Continue(w io.Writer, d ContinueData) error {
+	d.Title = cmp.Or(d.Title, "Continue")
+	return p.set.ExecuteTemplate(w, "continue.html", d)
 }
 
 // ErrorData is the data of the error page.
@@ -112,10 +135,41 @@ type LogoutData struct {
 	CSRFToken string
 	// Done is true once the session has been ended.
 	Done bool
+	// NoSession: the browser is not signed in; nothing to sign out of.
+	NoSession bool
+	// Username is who is signed in (the confirmation form).
+	Username string
 }
 
 // Logout renders the sign-out page: a confirmation form, or the result.
 func (p *Pages) Logout(w io.Writer, d LogoutData) error {
 	d.Title = cmp.Or(d.Title, "Sign out")
 	return p.set.ExecuteTemplate(w, "logout.html", d)
+}
+
+// AccountData is the data of the account page.
+type AccountData struct {
+	Title     string
+	Username  string
+	CSRFToken string
+	// Apps are the clients the user has consented to.
+	Apps []AccountApp
+	// Notice confirms the last action.
+	Notice string
+	// NoSession: the browser is not signed in.
+	NoSession bool
+}
+
+// AccountApp is one consented client on the account page.
+type AccountApp struct {
+	ClientID string
+	Name     string
+	// Scopes are the granted scopes, in words.
+	Scopes []string
+}
+
+// Account renders the account page.
+func (p *Pages) Account(w io.Writer, d AccountData) error {
+	d.Title = cmp.Or(d.Title, "Your apps")
+	return p.set.ExecuteTemplate(w, "account.html", d)
 }

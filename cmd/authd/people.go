@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"time"
+
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/oauth"
+)
+
+// peopleConfig holds the browser-session and consent settings.
+type peopleConfig struct {
+	SessionTTL        time.Duration
+	SessionIdleTTL    time.Duration
+	SilentSSO         string
+	ScopeDescriptions string // JSON object: scope → words
+}
+
+func (p *peopleConfig) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&p.SessionTTL, "session-ttl", identity.DefaultSessionTTL, "absolute lifetime of a browser sign-in session (AUTHD_SESSION_TTL)")
+	fs.DurationVar(&p.SessionIdleTTL, "session-idle-ttl", identity.DefaultSessionIdleTTL, "a browser session unused for this long ends (AUTHD_SESSION_IDLE_TTL)")
+	fs.StringVar(&p.SilentSSO, "silent-sso", oauth.SilentSSOAssured, `"assured": an existing session gives a code without a click only to a confidential client or an https redirect (RFC 8252 §8.6); "never": always ask with one tap (AUTHD_SILENT_SSO)`)
+	fs.StringVar(&p.ScopeDescriptions, "scope-descriptions", "", `consent page words for your scopes, a JSON object such as {"orders.read":"See your orders"} (AUTHD_SCOPE_DESCRIPTIONS)`)
+}
+
+// validate checks the settings; errors name the variable.
+func (p *peopleConfig) validate() error {
+	if p.SessionTTL < time.Minute {
+		return usagef("AUTHD_SESSION_TTL: must be at least 1m (got %s)", p.SessionTTL)
+	}
+	if p.SessionIdleTTL < time.Minute || p.SessionIdleTTL > p.SessionTTL {
+		return usagef("AUTHD_SESSION_IDLE_TTL: must be between 1m and AUTHD_SESSION_TTL (%s), got %s", p.SessionTTL, p.SessionIdleTTL)
+	}
+	if p.SilentSSO != oauth.SilentSSOAssured && p.SilentSSO != oauth.SilentSSONever {
+		return usagef("AUTHD_SILENT_SSO: %q is not %q or %q", p.SilentSSO, oauth.SilentSSOAssured, oauth.SilentSSONever)
+	}
+	if _, err := p.scopeWords(); err != nil {
+		return usagef("AUTHD_SCOPE_DESCRIPTIONS: not a JSON object of strings: %v", err)
+	}
+	return nil
+}
+
+func (p *peopleConfig) scopeWords() (map[string]string, error) {
+	if p.ScopeDescriptions == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	err := json.Unmarshal([]byte(p.ScopeDescriptions), &m)
+	return m, err
+}
+
+// apply copies the settings into the server's configuration.
+func (p *peopleConfig) apply(oc *oauth.Config) {
+	oc.SessionTTL, oc.SessionIdleTTL, oc.SilentSSO = p.SessionTTL, p.SessionIdleTTL, p.SilentSSO
+	oc.ScopeDescriptions, _ = p.scopeWords()
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/storage"
+)
+
+const usersUsage = `usage: authd users COMMAND ARGS [flags]
+
+Manage the people who sign in, in AUTHD_DATABASE_URL. Every command prints
+JSON on stdout; passwords are read from stdin (one line, 8–72 bytes after
+PRECIS OpaqueString), never from the command line.
+
+  add NAME            add a user (-email, -email-verified, -name); prints its sub
+  list                list users by username (-limit, -cursor)
+  show NAME           show a user, with its stable sub
+  rename OLD NEW      change the login name; the sub, tokens and consents stay
+  set-password NAME   new password from stdin; ends sessions, revokes tokens
+  disable NAME        stop sign-ins; ends sessions, revokes codes and tokens
+  enable NAME         allow sign-ins again
+  delete NAME         delete; ends sessions, revokes codes and tokens
+  sessions NAME       list the user's browser sessions
+  sign-out NAME       end every session of the user (tokens stay valid)
+  consents NAME       list the user's remembered consents
+  revoke-consent NAME CLIENT_ID
+                      withdraw a consent; revokes that client's tokens
+
+Usernames are compared after PRECIS UsernameCaseMapped (RFC 8265 §3.3):
+"Alice" and "alice" are one account.
+`
+
+// usersCommands: how many positional arguments each command takes and
+// whether it reads a password from stdin.
+var usersCommands = map[string]struct {
+	args  int
+	stdin bool
+}{
+	"add": {1, true}, "list": {0, false}, "show": {1, false}, "rename": {2, false},
+	"set-password": {1, true}, "disable": {1, false}, "enable": {1, false}, "delete": {1, false},
+	"sessions": {1, false}, "sign-out": {1, false}, "consents": {1, false}, "revoke-consent": {2, false},
+}
+
+// cmdUsers runs "authd users COMMAND": it calls the identity service (the
+// code an admin HTTP adapter would call) and prints its answer as JSON.
+func cmdUsers(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
+		if len(args) > 0 {
+			_, _ = io.WriteString(stdout, usersUsage)
+			return nil
+		}
+		return usagef("usage: authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent (see authd users -h)")
+	}
+	cmd, ok := usersCommands[args[0]]
+	if !ok {
+		return usagef("authd users: unknown command %q (see authd users -h)", args[0])
+	}
+	var (
+		c             config
+		email, name   string
+		emailVerified bool
+		limit         int
+		cursor        string
+	)
+	fs := flag.NewFlagSet("users "+args[0], flag.ContinueOnError)
+	c.flags(fs, false)
+	switch args[0] {
+	case "add":
+		fs.StringVar(&email, "email", "", "email address (profile claim)")
+		fs.BoolVar(&emailVerified, "email-verified", false, "mark the email address verified")
+		fs.StringVar(&name, "name", "", "full name (profile claim)")
+	case "list":
+		fs.IntVar(&limit, "limit", 50, "users per page, 1–200")
+		fs.StringVar(&cursor, "cursor", "", "the next_cursor of the previous page")
+	}
+	rest := args[1:]
+	var pos []string
+	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		pos, rest = append(pos, rest[0]), rest[1:]
+	}
+	usage := usagef("usage: authd users %s%s [flags] (see authd users -h)", args[0], strings.Repeat(" ARG", cmd.args))
+	if len(pos) != cmd.args && !(len(rest) > 0 && isHelp(rest[0])) {
+		return usage
+	}
+	if err := parse(fs, usersUsage, rest, getenv, stdout); err != nil {
+		return helpOK(err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("users %s: unexpected argument %q (run \"authd help users\")", args[0], fs.Arg(0))
+	}
+	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: users %s needs a postgres:// URL (the memory store lives only inside a running server)", args[0])
+	}
+	var password string
+	if cmd.stdin {
+		p, err := readPassword(stdin, args[0], pos[0])
+		if err != nil {
+			return err
+		}
+		password = p
+	}
+	store, closeStore, err := openRevokingStore(ctx, c, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	svc := identity.New(store, identity.Options{})
+	out, err := runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: email, EmailVerified: emailVerified, Name: name}, limit, cursor)
+	if err != nil {
+		return usersError(err)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// runUsers performs one command and returns what to print.
+func runUsers(ctx context.Context, svc *identity.Service, cmd string, pos []string, password string, profile identity.NewUser, limit int, cursor string) (any, error) {
+	switch cmd {
+	case "add":
+		profile.Username, profile.Password = pos[0], password
+		return svc.Add(ctx, profile)
+	case "list":
+		if limit < 1 || limit > 200 {
+			return nil, fmt.Errorf("%w: -limit must be 1–200", errUsage)
+		}
+		us, err := svc.List(ctx, cursor, limit)
+		if err != nil {
+			return nil, err
+		}
+		page := struct {
+			Users      []identity.User `json:"users"`
+			NextCursor string          `json:"next_cursor,omitempty"`
+		}{Users: us}
+		if len(us) == limit {
+			page.NextCursor = us[len(us)-1].Username
+		}
+		return page, nil
+	case "show":
+		return svc.Get(ctx, pos[0])
+	case "rename":
+		return svc.Rename(ctx, pos[0], pos[1])
+	case "set-password":
+		u, err := svc.SetPassword(ctx, pos[0], password)
+		return withRevoked(u, err)
+	case "disable":
+		u, err := svc.Disable(ctx, pos[0])
+		return withRevoked(u, err)
+	case "enable":
+		return svc.Enable(ctx, pos[0])
+	case "delete":
+		u, err := svc.Delete(ctx, pos[0])
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"sub": u.Subject, "username": u.Username, "deleted": true, "sessions_ended": true, "tokens_revoked": true}, nil
+	case "sessions":
+		xs, err := svc.Sessions(ctx, pos[0])
+		return map[string]any{"sessions": xs}, err
+	case "sign-out":
+		n, err := svc.SignOut(ctx, pos[0])
+		return map[string]any{"username": pos[0], "sessions_ended": n}, err
+	case "consents":
+		cs, err := svc.Consents(ctx, pos[0])
+		return map[string]any{"consents": cs}, err
+	case "revoke-consent":
+		if err := svc.RevokeConsent(ctx, pos[0], pos[1]); err != nil {
+			return nil, err
+		}
+		return map[string]any{"username": pos[0], "client_id": pos[1], "consent_revoked": true, "tokens_revoked": true}, nil
+	}
+	return nil, fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+// withRevoked shows a user after an operation that ended its access.
+func withRevoked(u identity.User, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		identity.User
+		SessionsEnded bool `json:"sessions_ended"`
+		TokensRevoked bool `json:"tokens_revoked"`
+	}{u, true, true}, nil
+}
+
+var errUsage = errors.New("usage")
+
+// usersError maps the service's typed errors to exit status 2 (the
+// operator's input) or 1 (anything else).
+func usersError(err error) error {
+	for _, e := range []error{identity.ErrInvalidUsername, identity.ErrInvalidPassword, identity.ErrInvalidProfile,
+		identity.ErrUserExists, identity.ErrUserNotFound, identity.ErrConsentNotFound, errUsage} {
+		if errors.Is(err, e) {
+			return usagef("%v", err)
+		}
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return usagef("%v", err)
+	}
+	return err
+}
+
+// readPassword reads one line from stdin, refusing a terminal (the
+// password would echo) so it is always piped in.
+func readPassword(stdin io.Reader, cmd, username string) (string, error) {
+	if f, ok := stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return "", usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s\\n' \"$PASSWORD\" | authd users %s %s", cmd, username)
+		}
+	}
+	if stdin == nil {
+		return "", usagef("the password is read from stdin")
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if _, err := identity.PreparePassword(password); err != nil {
+		return "", usagef("password: %v", err)
+	}
+	return password, nil
+}

@@ -1,0 +1,335 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	fositestorage "github.com/ory/fosite/storage"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/text/secure/precis"
+
+	"github.com/authd/authd/storage"
+)
+
+// Store is what the Service needs from storage.
+type Store interface {
+	storage.UserStore
+	storage.SessionStore
+	storage.ConsentStore
+	fositestorage.Transactional
+}
+
+// Options configure a Service; zero values take the documented defaults.
+type Options struct {
+	// SessionTTL is the absolute lifetime of a browser session
+	// (default 12h).
+	SessionTTL time.Duration
+	// SessionIdleTTL ends a session unused for that long (default 2h,
+	// never more than SessionTTL).
+	SessionIdleTTL time.Duration
+	// BcryptCost is the password hashing cost (default bcrypt.DefaultCost).
+	BcryptCost int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Default session lifetimes.
+const (
+	DefaultSessionTTL     = 12 * time.Hour
+	DefaultSessionIdleTTL = 2 * time.Hour
+)
+
+// Service manages users, sessions and consents. It is safe for concurrent
+// use.
+type Service struct {
+	store Store
+	opts  Options
+	dummy []byte // bcrypt hash compared when the user is unknown
+}
+
+// New returns a Service on store.
+func New(store Store, opts Options) *Service {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = DefaultSessionTTL
+	}
+	if opts.SessionIdleTTL <= 0 {
+		opts.SessionIdleTTL = DefaultSessionIdleTTL
+	}
+	if opts.SessionIdleTTL > opts.SessionTTL {
+		opts.SessionIdleTTL = opts.SessionTTL
+	}
+	if opts.BcryptCost == 0 {
+		opts.BcryptCost = bcrypt.DefaultCost
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	dummy, _ := bcrypt.GenerateFromPassword([]byte("authd-timing-equaliser"), opts.BcryptCost)
+	return &Service{store: store, opts: opts, dummy: dummy}
+}
+
+// User is a user as the Service shows it: never the password hash.
+type User struct {
+	Subject       string    `json:"sub"`
+	Username      string    `json:"username"`
+	Email         string    `json:"email,omitempty"`
+	EmailVerified bool      `json:"email_verified"`
+	Name          string    `json:"name,omitempty"`
+	Disabled      bool      `json:"disabled"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+func view(u *storage.User) User {
+	return User{Subject: u.Subject, Username: u.Username, Email: u.Email, EmailVerified: u.EmailVerified,
+		Name: u.Name, Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+}
+
+// NewUser is the input of Add.
+type NewUser struct {
+	Username      string
+	Password      string
+	Email         string
+	EmailVerified bool
+	Name          string
+}
+
+// Add creates a user with a new random subject. Errors: ErrInvalidUsername,
+// ErrInvalidPassword, ErrInvalidProfile, ErrUserExists.
+func (s *Service) Add(ctx context.Context, in NewUser) (User, error) {
+	name, err := PrepareUsername(in.Username)
+	if err != nil {
+		return User{}, err
+	}
+	hash, err := s.hash(in.Password)
+	if err != nil {
+		return User{}, err
+	}
+	if err := checkProfile(in.Email, in.Name); err != nil {
+		return User{}, err
+	}
+	now := storage.NormalizeTime(s.opts.Now())
+	u := &storage.User{Username: name, PasswordHash: hash, Email: in.Email, EmailVerified: in.EmailVerified,
+		Name: in.Name, CreatedAt: now, UpdatedAt: now}
+	if err := s.store.CreateUser(ctx, u); err != nil {
+		if errors.Is(err, storage.ErrAlreadyExists) {
+			return User{}, fmt.Errorf("%w: %q", ErrUserExists, name)
+		}
+		return User{}, fmt.Errorf("identity: add user: %w", err)
+	}
+	return view(u), nil
+}
+
+func (s *Service) hash(password string) ([]byte, error) {
+	p, err := PreparePassword(password)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(p), s.opts.BcryptCost)
+	if err != nil {
+		return nil, fmt.Errorf("identity: hash password: %w", err)
+	}
+	return hash, nil
+}
+
+// lookup returns the stored user named username (prepared first).
+func (s *Service) lookup(ctx context.Context, username string) (*storage.User, error) {
+	name, err := PrepareUsername(username)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.store.GetUser(ctx, name)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q", ErrUserNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity: get user: %w", err)
+	}
+	return u, nil
+}
+
+// Get returns the user named username (any spelling PRECIS maps to it).
+// Errors: ErrInvalidUsername, ErrUserNotFound.
+func (s *Service) Get(ctx context.Context, username string) (User, error) {
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return User{}, err
+	}
+	return view(u), nil
+}
+
+// GetBySubject returns the user with this subject, or ErrUserNotFound.
+func (s *Service) GetBySubject(ctx context.Context, subject string) (User, error) {
+	u, err := s.store.GetUserBySubject(ctx, subject)
+	if errors.Is(err, storage.ErrNotFound) {
+		return User{}, ErrUserNotFound
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("identity: get user: %w", err)
+	}
+	return view(u), nil
+}
+
+// List returns up to limit (1–200, default 50) users after the username
+// after, in username order.
+func (s *Service) List(ctx context.Context, after string, limit int) ([]User, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 200)
+	us, err := s.store.ListUsers(ctx, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("identity: list users: %w", err)
+	}
+	out := make([]User, 0, len(us))
+	for _, u := range us {
+		out = append(out, view(u))
+	}
+	return out, nil
+}
+
+// Rename changes the username; the subject, and so every token, session
+// and consent, stays. Errors: ErrInvalidUsername, ErrUserNotFound,
+// ErrUserExists.
+func (s *Service) Rename(ctx context.Context, oldName, newName string) (User, error) {
+	u, err := s.lookup(ctx, oldName)
+	if err != nil {
+		return User{}, err
+	}
+	name, err := PrepareUsername(newName)
+	if err != nil {
+		return User{}, err
+	}
+	if err := s.store.RenameUser(ctx, u.Subject, name); err != nil {
+		switch {
+		case errors.Is(err, storage.ErrAlreadyExists):
+			return User{}, fmt.Errorf("%w: %q", ErrUserExists, name)
+		case errors.Is(err, storage.ErrNotFound):
+			return User{}, fmt.Errorf("%w: %q", ErrUserNotFound, oldName)
+		}
+		return User{}, fmt.Errorf("identity: rename user: %w", err)
+	}
+	return s.GetBySubject(ctx, u.Subject)
+}
+
+// SetProfile replaces the profile fields. Errors: ErrInvalidProfile,
+// ErrUserNotFound.
+func (s *Service) SetProfile(ctx context.Context, username, email string, emailVerified bool, name string) (User, error) {
+	if err := checkProfile(email, name); err != nil {
+		return User{}, err
+	}
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return User{}, err
+	}
+	u.Email, u.EmailVerified, u.Name = email, emailVerified, name
+	if err := s.store.UpdateUserProfile(ctx, u); err != nil {
+		return User{}, fmt.Errorf("identity: set profile: %w", err)
+	}
+	return s.GetBySubject(ctx, u.Subject)
+}
+
+// inTx runs f in one transaction, committing if it returns nil.
+func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
+	tx, err := s.store.BeginTX(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = s.store.Rollback(tx)
+		}
+	}()
+	if err = f(tx); err != nil {
+		return err
+	}
+	return s.store.Commit(tx)
+}
+
+// endAccess runs write on the user and RevokeSubject in one transaction.
+func (s *Service) endAccess(ctx context.Context, op, username string, write func(ctx context.Context, subject string) error) (User, error) {
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return User{}, err
+	}
+	err = s.inTx(ctx, func(tx context.Context) error {
+		if err := write(tx, u.Subject); err != nil {
+			return err
+		}
+		return s.store.RevokeSubject(tx, u.Subject)
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return User{}, fmt.Errorf("%w: %q", ErrUserNotFound, u.Username)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("identity: %s: %w", op, err)
+	}
+	return view(u), nil
+}
+
+// SetPassword replaces the password and, in the same transaction, ends the
+// user's sessions and revokes their codes and tokens. Errors:
+// ErrInvalidPassword, ErrUserNotFound.
+func (s *Service) SetPassword(ctx context.Context, username, password string) (User, error) {
+	hash, err := s.hash(password)
+	if err != nil {
+		return User{}, err
+	}
+	return s.endAccess(ctx, "set password", username, func(tx context.Context, sub string) error {
+		return s.store.SetUserPassword(tx, sub, hash)
+	})
+}
+
+// Disable stops the user from signing in and, in the same transaction,
+// ends their sessions and revokes their codes and tokens.
+func (s *Service) Disable(ctx context.Context, username string) (User, error) {
+	u, err := s.endAccess(ctx, "disable user", username, func(tx context.Context, sub string) error {
+		return s.store.SetUserDisabled(tx, sub, true)
+	})
+	u.Disabled = err == nil
+	return u, err
+}
+
+// Enable lets a disabled user sign in again (nothing revoked comes back).
+func (s *Service) Enable(ctx context.Context, username string) (User, error) {
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return User{}, err
+	}
+	if err := s.store.SetUserDisabled(ctx, u.Subject, false); err != nil {
+		return User{}, fmt.Errorf("identity: enable user: %w", err)
+	}
+	return s.GetBySubject(ctx, u.Subject)
+}
+
+// Delete deletes the user, their sessions and consents, and revokes their
+// codes and tokens, in one transaction. The username is free again; a user
+// added under it gets a new subject and none of the old grants.
+func (s *Service) Delete(ctx context.Context, username string) (User, error) {
+	return s.endAccess(ctx, "delete user", username, func(tx context.Context, sub string) error {
+		return s.store.DeleteUser(tx, sub)
+	})
+}
+
+// Authenticate checks a sign-in. Unknown user, wrong password and disabled
+// user all return ErrInvalidCredentials, after the same bcrypt work.
+func (s *Service) Authenticate(ctx context.Context, username, password string) (User, error) {
+	hash := s.dummy
+	u, lookupErr := s.lookup(ctx, username)
+	if lookupErr == nil {
+		hash = u.PasswordHash
+	} else if !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
+		return User{}, lookupErr
+	}
+	p, perr := precis.OpaqueString.String(password)
+	if perr != nil {
+		p = password // still do the bcrypt work; the result is refused below
+	}
+	ok := bcrypt.CompareHashAndPassword(hash, []byte(p)) == nil
+	if lookupErr != nil || perr != nil || !ok || u.Disabled {
+		return User{}, ErrInvalidCredentials
+	}
+	return view(u), nil
+}

@@ -1,0 +1,136 @@
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/authd/authd/storage"
+)
+
+// Session is a browser session as the Service shows it: never its
+// reference (which only the browser's cookie holds).
+type Session struct {
+	// ID is the stored identifier (the SHA-256 of the reference); codes and
+	// tokens record it as "sid".
+	ID            string    `json:"id"`
+	Subject       string    `json:"sub"`
+	AuthTime      time.Time `json:"auth_time"`
+	AMR           []string  `json:"amr"`
+	IdleExpiresAt time.Time `json:"idle_expires_at"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	CreatedAt     time.Time `json:"created_at"`
+	LastSeenAt    time.Time `json:"last_seen_at"`
+}
+
+func viewSession(x *storage.Session) Session {
+	return Session{ID: x.ID, Subject: x.Subject, AuthTime: x.AuthTime, AMR: x.AMR, IdleExpiresAt: x.IdleExpiresAt,
+		ExpiresAt: x.ExpiresAt, CreatedAt: x.CreatedAt, LastSeenAt: x.LastSeenAt}
+}
+
+// refLen is the number of random bytes in a session reference (256 bits).
+const refLen = 32
+
+// sessionID is the stored ID of a reference: SHA-256, hex. A fast hash is
+// right here: the reference has 256 bits of entropy, so it cannot be
+// guessed from its hash, and a database dump yields no usable cookie.
+func sessionID(ref string) string {
+	sum := sha256.Sum256([]byte(ref))
+	return hex.EncodeToString(sum[:])
+}
+
+// StartSession opens a session for the user who just authenticated with
+// the methods amr (RFC 8176, e.g. "pwd"), and returns the reference to put
+// in the cookie, and the session.
+func (s *Service) StartSession(ctx context.Context, subject string, amr []string) (string, Session, error) {
+	var b [refLen]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
+	ref := base64.RawURLEncoding.EncodeToString(b[:])
+	now := storage.NormalizeTime(s.opts.Now())
+	x := &storage.Session{ID: sessionID(ref), Subject: subject, AuthTime: now, AMR: amr,
+		IdleExpiresAt: now.Add(s.opts.SessionIdleTTL), ExpiresAt: now.Add(s.opts.SessionTTL),
+		CreatedAt: now, LastSeenAt: now}
+	if err := s.store.CreateSession(ctx, x); err != nil {
+		return "", Session{}, fmt.Errorf("identity: start session: %w", err)
+	}
+	return ref, viewSession(x), nil
+}
+
+// ResumeSession returns the valid session a cookie's reference names,
+// without changing it (a plain read). An unknown, ended or expired
+// reference, or a disabled user, gives ErrNoSession.
+func (s *Service) ResumeSession(ctx context.Context, ref string) (Session, error) {
+	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
+		return Session{}, ErrNoSession
+	}
+	x, err := s.store.GetSession(ctx, sessionID(ref), s.opts.Now())
+	if errors.Is(err, storage.ErrNotFound) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("identity: resume session: %w", err)
+	}
+	return viewSession(x), nil
+}
+
+// UseSession marks the session used (its idle expiry moves forward) and
+// confirms it is still valid, or returns ErrNoSession. Run it in the
+// transaction that stores a code: in PostgreSQL it waits for a concurrent
+// sign-out, disable or password change of the user and then fails, so a
+// code is never committed for a session that ended meanwhile.
+func (s *Service) UseSession(ctx context.Context, sessionID string) error {
+	_, err := s.store.TouchSession(ctx, sessionID, s.opts.Now(), s.opts.SessionIdleTTL)
+	if errors.Is(err, storage.ErrNotFound) {
+		return ErrNoSession
+	}
+	if err != nil {
+		return fmt.Errorf("identity: use session: %w", err)
+	}
+	return nil
+}
+
+// EndSession ends the session a reference names (sign-out in this
+// browser). Ending an unknown session succeeds.
+func (s *Service) EndSession(ctx context.Context, ref string) error {
+	if err := s.store.DeleteSession(ctx, sessionID(ref)); err != nil {
+		return fmt.Errorf("identity: end session: %w", err)
+	}
+	return nil
+}
+
+// Sessions lists the user's valid sessions, newest first.
+func (s *Service) Sessions(ctx context.Context, username string) ([]Session, error) {
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return nil, err
+	}
+	xs, err := s.store.ListSessions(ctx, u.Subject, s.opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("identity: list sessions: %w", err)
+	}
+	out := make([]Session, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, viewSession(x))
+	}
+	return out, nil
+}
+
+// SignOut ends every session of the user, everywhere, and returns how many
+// there were. Tokens already issued stay valid (use Disable or SetPassword
+// to end those too).
+func (s *Service) SignOut(ctx context.Context, username string) (int, error) {
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.store.EndSessions(ctx, u.Subject)
+	if err != nil {
+		return 0, fmt.Errorf("identity: sign out: %w", err)
+	}
+	return n, nil
+}

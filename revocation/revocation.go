@@ -1,0 +1,119 @@
+// Package revocation makes every path that ends a grant end it everywhere
+// at once (docs/architecture.md, "Revocation").
+//
+// The storage backends revoke tokens and mark the durable replay records of
+// the grants they revoke in the same transaction (storage.ReplayStore). A
+// replay served from the replay cache (Redis) reads no database, so the
+// cache must forget those grants too: Store, a decorator of storage.Store,
+// adds exactly that to each revoking method. authd's server, its admin API
+// and its CLI all revoke through it.
+//
+// It never decides whether to revoke, and it never fails a revocation: a
+// cache that cannot be reached is reported to OnError, and its entries then
+// expire with the replay window.
+package revocation
+
+import (
+	"context"
+	"errors"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/storage"
+)
+
+// Store is a storage.Store whose revoking methods also drop the replay
+// cache entries of what they revoked. The zero Cache (nil) makes it the
+// wrapped store.
+type Store struct {
+	storage.Store
+	// Cache is the replay cache; nil when there is none.
+	Cache exchangecache.Cache
+	// OnError, when set, is told about a cache entry that could not be
+	// dropped.
+	OnError func(error)
+}
+
+// RevokeAccessToken revokes the grant's access tokens (RFC 7009 §2.1) and
+// drops its replay cache entries.
+func (s Store) RevokeAccessToken(ctx context.Context, requestID string) error {
+	err := s.Store.RevokeAccessToken(ctx, requestID)
+	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
+	return err
+}
+
+// RevokeRefreshToken revokes the grant's refresh tokens (RFC 7009 §2.1) and
+// drops its replay cache entries.
+func (s Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
+	err := s.Store.RevokeRefreshToken(ctx, requestID)
+	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
+	return err
+}
+
+// RevokeSubject ends the user's sessions and revokes their codes and
+// tokens (disable, delete, password change), and drops their replay cache
+// entries.
+func (s Store) RevokeSubject(ctx context.Context, subject string) error {
+	err := s.Store.RevokeSubject(ctx, subject)
+	if err == nil {
+		s.forget(ctx, storage.ReplayScope{Subject: subject})
+	}
+	return err
+}
+
+// RevokeConsent withdraws a consent, revokes the tokens issued under it and
+// drops their replay cache entries.
+func (s Store) RevokeConsent(ctx context.Context, subject, clientID string) error {
+	err := s.Store.RevokeConsent(ctx, subject, clientID)
+	if err == nil {
+		s.forget(ctx, storage.ReplayScope{Subject: subject, ClientID: clientID})
+	}
+	return err
+}
+
+// DeleteClient deletes the client (with its codes, tokens and replay
+// records) and drops its replay cache entries.
+func (s Store) DeleteClient(ctx context.Context, id string) error {
+	var keys []string
+	if s.Cache != nil {
+		keys, _ = s.Store.ReplayKeys(ctx, storage.ReplayScope{ClientID: id})
+	}
+	err := s.Store.DeleteClient(ctx, id)
+	if err == nil {
+		s.forgetKeys(ctx, keys)
+	}
+	return err
+}
+
+// forget drops the cache entries of the records in scope.
+func (s Store) forget(ctx context.Context, scope storage.ReplayScope) {
+	if s.Cache == nil {
+		return
+	}
+	keys, err := s.Store.ReplayKeys(ctx, scope)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		s.report(err)
+		return
+	}
+	s.forgetKeys(ctx, keys)
+}
+
+// forgetKeys drops cache entries, detached from the request: a client that
+// hangs up must not leave a revoked response replayable.
+func (s Store) forgetKeys(ctx context.Context, keys []string) {
+	if s.Cache == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, k := range keys {
+		if err := s.Cache.Forget(ctx, k); err != nil {
+			s.report(err)
+			return
+		}
+	}
+}
+
+func (s Store) report(err error) {
+	if s.OnError != nil {
+		s.OnError(err)
+	}
+}

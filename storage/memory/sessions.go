@@ -1,0 +1,164 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/authd/authd/storage"
+)
+
+func cloneSession(x storage.Session) *storage.Session {
+	x.AMR = slices.Clone(x.AMR)
+	if x.AMR == nil {
+		x.AMR = []string{}
+	}
+	return &x
+}
+
+func sessionValid(x storage.Session, now time.Time) bool {
+	return now.Before(x.IdleExpiresAt) && now.Before(x.ExpiresAt)
+}
+
+// CreateSession stores a copy of sess.
+func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error {
+	if sess.CreatedAt.IsZero() {
+		sess.CreatedAt = s.now()
+	}
+	if sess.LastSeenAt.IsZero() {
+		sess.LastSeenAt = sess.CreatedAt
+	}
+	cp := *cloneSession(*sess)
+	for _, t := range []*time.Time{&cp.AuthTime, &cp.IdleExpiresAt, &cp.ExpiresAt, &cp.CreatedAt, &cp.LastSeenAt} {
+		*t = storage.NormalizeTime(*t)
+	}
+	var err error
+	s.tx(func() {
+		if u, ok := s.users[cp.Subject]; !ok || u.Disabled {
+			err = fmt.Errorf("memory: create session: user: %w", storage.ErrNotFound)
+			return
+		}
+		if _, ok := s.sessions[cp.ID]; ok {
+			err = fmt.Errorf("memory: create session: %w", storage.ErrAlreadyExists)
+			return
+		}
+		s.sessions[cp.ID] = cp
+		id := cp.ID
+		s.record(ctx, func() { delete(s.sessions, id) })
+	})
+	return err
+}
+
+// GetSession returns a copy of a valid session, or storage.ErrNotFound.
+func (s *Store) GetSession(_ context.Context, id string, now time.Time) (*storage.Session, error) {
+	var out *storage.Session
+	s.tx(func() {
+		x, ok := s.sessions[id]
+		u, userOK := s.users[x.Subject]
+		if ok && userOK && !u.Disabled && sessionValid(x, now) {
+			out = cloneSession(x)
+		}
+	})
+	if out == nil {
+		return nil, fmt.Errorf("memory: get session: %w", storage.ErrNotFound)
+	}
+	return out, nil
+}
+
+// TouchSession extends and returns a valid session, or storage.ErrNotFound.
+func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
+	var out *storage.Session
+	s.tx(func() {
+		old, ok := s.sessions[id]
+		if !ok || !sessionValid(old, now) || s.users[old.Subject].Disabled {
+			return
+		}
+		_, userOK := s.users[old.Subject]
+		if !userOK {
+			return
+		}
+		x := old
+		x.IdleExpiresAt = storage.NormalizeTime(now.Add(idle))
+		if x.IdleExpiresAt.After(x.ExpiresAt) {
+			x.IdleExpiresAt = x.ExpiresAt
+		}
+		x.LastSeenAt = storage.NormalizeTime(now)
+		s.sessions[id] = x
+		s.record(ctx, func() { s.sessions[id] = old })
+		out = cloneSession(x)
+	})
+	if out == nil {
+		return nil, fmt.Errorf("memory: touch session: %w", storage.ErrNotFound)
+	}
+	return out, nil
+}
+
+// DeleteSession ends one session; a missing one is not an error.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	s.tx(func() {
+		if old, ok := s.sessions[id]; ok {
+			delete(s.sessions, id)
+			s.record(ctx, func() { s.sessions[id] = old })
+		}
+	})
+	return nil
+}
+
+// ListSessions returns the subject's valid sessions, newest first.
+func (s *Store) ListSessions(_ context.Context, subject string, now time.Time) ([]*storage.Session, error) {
+	var out []*storage.Session
+	s.tx(func() {
+		for _, x := range s.sessions {
+			if x.Subject == subject && sessionValid(x, now) {
+				out = append(out, cloneSession(x))
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// EndSessions deletes every session of subject.
+func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
+	var n int
+	s.tx(func() { n = s.endSessions(ctx, subject) })
+	return n, nil
+}
+
+// endSessions deletes the subject's sessions. Callers hold s.mu.
+func (s *Store) endSessions(ctx context.Context, subject string) int {
+	n := 0
+	for id, x := range s.sessions {
+		if x.Subject == subject {
+			delete(s.sessions, id)
+			s.record(ctx, func() { s.sessions[id] = x })
+			n++
+		}
+	}
+	return n
+}
+
+// DeleteExpiredSessions deletes up to limit sessions invalid at now.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
+	n := 0
+	s.tx(func() {
+		for id, x := range s.sessions {
+			if n >= limit {
+				return
+			}
+			if !sessionValid(x, now) {
+				delete(s.sessions, id)
+				s.record(ctx, func() { s.sessions[id] = x })
+				n++
+			}
+		}
+	})
+	return n, nil
+}

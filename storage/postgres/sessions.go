@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/authd/authd/storage"
+)
+
+const sessionColumns = `id, subject, auth_time, amr, idle_expires_at, expires_at, created_at, last_seen_at`
+
+func scanSession(row pgx.Row) (*storage.Session, error) {
+	var x storage.Session
+	if err := row.Scan(&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt,
+		&x.CreatedAt, &x.LastSeenAt); err != nil {
+		return nil, err
+	}
+	for _, t := range []*time.Time{&x.AuthTime, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt} {
+		*t = storage.NormalizeTime(*t)
+	}
+	if x.AMR == nil {
+		x.AMR = []string{}
+	}
+	return &x, nil
+}
+
+// CreateSession inserts sess; storage.ErrNotFound if its user is missing
+// or disabled.
+func (s *Store) CreateSession(ctx context.Context, sess *storage.Session) error {
+	if sess.CreatedAt.IsZero() {
+		sess.CreatedAt = time.Now()
+	}
+	if sess.LastSeenAt.IsZero() {
+		sess.LastSeenAt = sess.CreatedAt
+	}
+	// INSERT … SELECT from the user row FOR SHARE: a concurrent disable
+	// (which updates that row, then ends the sessions) either waits for
+	// this insert and then ends the new session too, or commits first and
+	// this inserts nothing.
+	tag, err := s.q(ctx).Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+		SELECT $1, u.subject, $3, $4, $5, $6, $7, $8 FROM users u
+		WHERE u.subject = $2 AND NOT u.disabled FOR SHARE`, sess.ID, sess.Subject, sess.AuthTime, nonNil(sess.AMR),
+		sess.IdleExpiresAt, sess.ExpiresAt, sess.CreatedAt, sess.LastSeenAt)
+	if err == nil && tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: create session: no such user, or disabled: %w", storage.ErrNotFound)
+	}
+	return translate("create session", err)
+}
+
+// GetSession returns a valid session without changing it, or
+// storage.ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (*storage.Session, error) {
+	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
+		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at
+		FROM sessions s JOIN users u ON u.subject = s.subject
+		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now))
+	if err != nil {
+		return nil, translate("get session", err)
+	}
+	return sess, nil
+}
+
+// TouchSession extends and returns a valid session, or storage.ErrNotFound.
+func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
+	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `UPDATE sessions s
+		SET idle_expires_at = least($3::timestamptz, s.expires_at), last_seen_at = $2
+		FROM users u
+		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
+		  AND s.idle_expires_at > $2 AND s.expires_at > $2
+		RETURNING s.id, s.subject, s.auth_time, s.amr, s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at`,
+		id, now, now.Add(idle)))
+	if err != nil {
+		return nil, translate("touch session", err)
+	}
+	return sess, nil
+}
+
+// DeleteSession ends one session; a missing one is not an error.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	_, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	return translate("delete session", err)
+}
+
+// ListSessions returns the subject's valid sessions, newest first.
+func (s *Store) ListSessions(ctx context.Context, subject string, now time.Time) ([]*storage.Session, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE subject = $1 AND idle_expires_at > $2 AND expires_at > $2
+		ORDER BY created_at DESC, id`, subject, now)
+	if err != nil {
+		return nil, translate("list sessions", err)
+	}
+	defer rows.Close()
+	var out []*storage.Session
+	for rows.Next() {
+		x, err := scanSession(rows)
+		if err != nil {
+			return nil, translate("list sessions", err)
+		}
+		out = append(out, x)
+	}
+	return out, translate("list sessions", rows.Err())
+}
+
+// EndSessions deletes every session of subject.
+func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
+	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE subject = $1`, subject)
+	if err != nil {
+		return 0, translate("end sessions", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// DeleteExpiredSessions deletes up to limit sessions invalid at now.
+func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
+	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE id IN (
+		SELECT id FROM sessions WHERE least(idle_expires_at, expires_at) <= $1
+		LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, limit)
+	if err != nil {
+		return 0, translate("delete expired sessions", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

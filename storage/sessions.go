@@ -1,0 +1,60 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// Session is a browser sign-in session, kept server-side so that it can be
+// ended: the cookie holds only a random reference whose hash is ID.
+type Session struct {
+	// ID is the SHA-256 (hex) of the cookie's reference; the raw reference
+	// is never stored.
+	ID string
+	// Subject is the signed-in user's subject.
+	Subject string
+	// AuthTime is when the user authenticated (OpenID Connect auth_time).
+	AuthTime time.Time
+	// AMR lists the authentication methods used (RFC 8176), e.g. "pwd".
+	AMR []string
+	// IdleExpiresAt moves forward on use (TouchSession); ExpiresAt is the
+	// absolute end. The session is valid while now is before both.
+	IdleExpiresAt time.Time
+	ExpiresAt     time.Time
+	// CreatedAt and LastSeenAt are UTC, microsecond precision.
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+}
+
+// SessionStore keeps browser sessions.
+type SessionStore interface {
+	// CreateSession inserts sess. It returns ErrAlreadyExists if the ID is
+	// taken and ErrNotFound if no user has sess.Subject or that user is
+	// disabled. It serializes with a concurrent disable: either the new
+	// session is ended by it or none is created.
+	CreateSession(ctx context.Context, sess *Session) error
+	// GetSession returns the session with this ID if it is valid at now
+	// and its user is not disabled, without changing it (a plain read: it
+	// never waits for a concurrent write). Otherwise it returns ErrNotFound.
+	GetSession(ctx context.Context, id string, now time.Time) (*Session, error)
+	// TouchSession returns the session with this ID if it is valid at now
+	// (before both expiries) and its user is not disabled, after moving its
+	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one
+	// conditional write. Otherwise it returns ErrNotFound. In PostgreSQL it
+	// waits for a concurrent transaction that ends the session (sign-out,
+	// RevokeSubject) and then reports ErrNotFound: run in the transaction
+	// that stores a code, it makes the code commit only with a live session.
+	TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*Session, error)
+	// DeleteSession ends one session (sign-out of one browser). Ending a
+	// missing session succeeds.
+	DeleteSession(ctx context.Context, id string) error
+	// ListSessions returns the valid sessions of subject at now, newest
+	// first.
+	ListSessions(ctx context.Context, subject string, now time.Time) ([]*Session, error)
+	// EndSessions ends every session of subject ("sign out everywhere") and
+	// returns how many there were. Tokens are not revoked.
+	EndSessions(ctx context.Context, subject string) (int, error)
+	// DeleteExpiredSessions deletes up to limit sessions invalid at now and
+	// returns how many it deleted.
+	DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error)
+}
