@@ -12,9 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/authd/authd/exchangecache/redistest"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage/postgres/pgtest"
 )
 
@@ -231,7 +234,7 @@ func TestReplayFromRedisReadsNoDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	cache, client, _ := redisCache(t, redistest.Addr(t))
+	cache, client, prefix := redisCache(t, redistest.Addr(t))
 	h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, cache: cache,
 		cfg: func(c *oauth.Config) { c.ClientCacheTTL = time.Minute }})
 	h.seed()
@@ -255,10 +258,8 @@ func TestReplayFromRedisReadsNoDatabase(t *testing.T) {
 	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status == 200 {
 		t.Fatalf("a revoked response was replayed: %v", r.body)
 	}
-	// From the record too (Redis flushed).
-	if err := client.FlushDB(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
+	// From the record too (this test's Redis keys deleted).
+	deletePrefix(t, client, prefix)
 	if r := h.exchange(t, publicClient, code, v, publicRedirect); r.status == 200 {
 		t.Fatalf("a revoked response was replayed from the record: %v", r.body)
 	}
@@ -362,6 +363,69 @@ func checkOneTx(t *testing.T, what string, stmts []string, want ...string) {
 	for _, w := range want {
 		if !strings.Contains(inTx, w) {
 			t.Errorf("%s: the transaction does not %q: %q", what, w, stmts[begin:commit+1])
+		}
+	}
+}
+
+// TestUserRevocationNeverReplayed: disabling a user or withdrawing their
+// consent, through the revocation path the CLI and the server use
+// (revocation.Store over the replay cache), ends replays of their token
+// responses at once, from Redis and from the record.
+func TestUserRevocationNeverReplayed(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"disable", "withdraw consent"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			cache, client, prefix := redisCache(t, redistest.Addr(t))
+			h := newHarness(t, harnessOpts{backend: "postgres", cache: cache})
+			people := identity.New(revocation.Store{Store: h.store, Cache: cache}, identity.Options{})
+			var codes, verifiers []string
+			for range 2 {
+				c, v := h.code(t, confClient) // shows consent: remembered for the user
+				codes, verifiers = append(codes, c), append(verifiers, v)
+			}
+			exchange := func(i int) tokenResult {
+				return h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"authorization_code"},
+					"code": {codes[i]}, "code_verifier": {verifiers[i]}, "redirect_uri": {confRedirect}}, confClient, confSecret)
+			}
+			for i := range codes {
+				first := exchange(i)
+				if r := exchange(i); first.status != 200 || r.str("access_token") != first.str("access_token") {
+					t.Fatalf("exchange and replay %d: %d %v / %d %v", i, first.status, first.body, r.status, r.body)
+				}
+			}
+			var err error
+			if how == "disable" {
+				_, err = people.Disable(context.Background(), testUser)
+			} else {
+				err = people.RevokeConsent(context.Background(), testUser, confClient)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := exchange(0); r.status == 200 {
+				t.Fatalf("after %s, a replay from Redis returned tokens: %v", how, r.body)
+			}
+			deletePrefix(t, client, prefix)
+			if r := exchange(1); r.status == 200 {
+				t.Fatalf("after %s, a replay from the record returned tokens: %v", how, r.body)
+			}
+		})
+	}
+}
+
+// deletePrefix deletes this test's keys from a Redis that other tests
+// share (a FLUSHDB of its own would be theirs too).
+func deletePrefix(t *testing.T, client *redis.Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := client.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		if err := client.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
