@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login sso exchange replay refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login sso sso-https exchange replay refresh introspect client-credentials}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PG_PARAMS=${BENCH_PG_PARAMS:-sslmode=disable}
 REDIS_DB=${BENCH_REDIS_DB:-9}
@@ -85,7 +85,7 @@ password=$(head -c 18 /dev/urandom | base64 | tr -d '\n/+=')
 printf '%s\n' "$password" | "$work/authd" users add bench >&2
 client_id() { sed -n 's/.*"client_id": *"\([^"]*\)".*/\1/p' | head -1; }
 public=$("$work/authd" clients add <<'EOF' | client_id
-{"client_name": "authbench (public, first-party)", "redirect_uris": ["dev.authd.authbench:/callback"],
+{"client_name": "authbench (public, first-party)", "redirect_uris": ["dev.authd.authbench:/callback", "https://authbench.example/callback"],
  "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
  "response_types": ["code"], "scope": "openid offline_access", "skip_consent": true}
 EOF
@@ -150,6 +150,12 @@ for c in $CONCURRENCY; do
 		case $m in
 		introspect | client-credentials)
 			bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$service" -client-secret "$service_secret" ;;
+		sso-https)
+			# The sso flow with a claimed https redirect: the client's
+			# identity is assured, so an existing session gets a code
+			# silently (RFC 8252 §8.6); "sso" (a private-use scheme) taps
+			# the one-tap page first.
+			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso -label sso-https -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
 		*)
 			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
 		esac

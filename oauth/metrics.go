@@ -24,11 +24,11 @@ func newMetrics() *metrics {
 		}, []string{"grant_type", "outcome"}),
 		replay: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authd_replay_cache_events_total",
-			Help: "Exchange replay cache events: hit (duplicate served the original response), wait (duplicate waited for an exchange in flight), mismatch (same code, other fingerprint), fail_open (cache unavailable; spec behaviour), store_failed (response not cached).",
+			Help: "Exchange replay cache events: hit (duplicate served the original response from Redis), wait (duplicate waited for an exchange in flight), wait_timeout (still in flight after the wait; PostgreSQL answered), mismatch (same code, other fingerprint or scope), fail_open (cache unavailable; the durable record answers), store_failed (response not cached).",
 		}, []string{"event"}),
 		exchangeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "authd_token_exchange_seconds",
-			Help:    "Token endpoint latency in seconds by grant_type and path (fresh or replay).",
+			Help:    "Token endpoint latency in seconds by grant_type and path (fresh: tokens issued; replay: the original response from Redis; record: from the durable record in PostgreSQL).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"grant_type", "path"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -106,6 +106,9 @@ func writeReport(w io.Writer, results []*result) {
 			rss = fmt.Sprintf("%.0f MiB", float64(r.ServerHWMkB)/1024)
 		}
 		name := r.Mode
+		if r.Label != "" {
+			name = r.Label
+		}
 		if r.Exhausted {
 			name += " †"
 		}
