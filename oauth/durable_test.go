@@ -161,7 +161,9 @@ func TestReplayRecordHoldsNoSecret(t *testing.T) {
 		// A code or token is key.signature; the signature is what
 		// authd stores by design, the key half must never appear.
 		key, _, _ := strings.Cut(secret, ".")
-		key = key[strings.LastIndex(key, "_")+1:]
+		for _, p := range []string{"ory_ac_", "ory_at_", "ory_rt_"} {
+			key = strings.TrimPrefix(key, p)
+		}
 		if strings.Contains(all, key) || strings.Contains(all, secret) {
 			t.Errorf("the replay_records dump contains the %s", name)
 		}
