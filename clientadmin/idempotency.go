@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,8 +106,12 @@ type Write struct {
 	// never collide).
 	Caller Caller
 	// Endpoint scopes the key too: the method and the path of the
-	// resource, e.g. "POST /admin/users" or "PUT /admin/users/alice".
+	// resource, e.g. "POST /admin/users" or "PUT /admin/users/*".
 	Endpoint string
+	// Resource, when set, completes the scope with the resource the path
+	// names where that must not be stored in the clear (a username): it is
+	// added to the stored endpoint as a keyed hash.
+	Resource string
 	// Status is the outcome code stored with the key and bound into its
 	// seal (the HTTP status of the answer, 200, 201 or 204); not 0.
 	Status int
@@ -183,9 +188,13 @@ func (s *Service) Write(ctx context.Context, w Write) (*Written, error) {
 	var key storage.IdempotencyKey
 	if hasKey {
 		now := s.now()
+		endpoint := w.Endpoint
+		if w.Resource != "" {
+			endpoint += " " + hex.EncodeToString(s.keys.resourceHash(w.Resource))
+		}
 		key = storage.IdempotencyKey{
 			Credential: w.Caller.fingerprint,
-			Endpoint:   w.Endpoint,
+			Endpoint:   endpoint,
 			KeyHash:    s.keys.keyHash(rawKey),
 		}
 		reqHash := s.keys.requestHash(w.Request)
@@ -272,6 +281,12 @@ func newIdempotencyKeys(secret []byte) idempotencyKeys {
 // keyHash is the stored form of a raw Idempotency-Key.
 func (k idempotencyKeys) keyHash(raw string) []byte {
 	return secrets.MAC(k.keyHashKey, []byte(raw))
+}
+
+// resourceHash is the stored form of a Write's Resource (two parts, so it
+// never equals a keyHash).
+func (k idempotencyKeys) resourceHash(resource string) []byte {
+	return secrets.MAC(k.keyHashKey, []byte("resource"), []byte(resource))
 }
 
 // requestHash fingerprints a request by its canonical JSON.
