@@ -2,7 +2,8 @@
 // typed operations (Create, List, Get, Update, Delete, RotateSecret) with
 // typed errors (*Error, compared with errors.Is against ErrNotFound,
 // ErrInvalidMetadata, …), the Idempotency-Key write engine (docs/architecture.md,
-// "Admin writes") and one audit event per operation.
+// "Admin writes"; exported as Service.Write, which the admin API's user
+// endpoints use too) and one audit event per operation.
 //
 // It is a service without HTTP: it imports no net/http and knows no status
 // code. The admin API (package oauth) is a thin adapter that maps its

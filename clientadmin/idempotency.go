@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,41 +61,125 @@ type writeOp struct {
 	do func(ctx context.Context) (*ClientInformation, error)
 }
 
-// write runs op in one transaction. With an Idempotency-Key (docs/architecture.md,
+// write runs op through the engine (Write) and adds what is particular to
+// clients: the client information decoded from a replayed answer, the
+// client_id of the audit event, and the translation of storage errors.
+func (s *Service) write(ctx context.Context, caller Caller, op writeOp) (*Result, error) {
+	hasKey := op.idemKey != ""
+	clientID := op.clientID
+	var info *ClientInformation
+	w, err := s.Write(ctx, Write{
+		Caller:         caller,
+		Endpoint:       op.endpoint,
+		Status:         op.record,
+		IdempotencyKey: op.idemKey,
+		Request:        op.canonical,
+		Do: func(ctx context.Context) ([]byte, error) {
+			i, err := op.do(ctx)
+			if err != nil {
+				return nil, err
+			}
+			info, clientID = i, i.ClientID
+			return encodeInfo(i)
+		},
+	})
+	if err != nil {
+		return nil, s.finish(ctx, caller, op.action, clientID, hasKey, false, err)
+	}
+	if w.Replayed {
+		info = new(ClientInformation)
+		if err := json.Unmarshal(w.Body, info); err != nil {
+			return nil, s.finish(ctx, caller, op.action, clientID, hasKey, false, fmt.Errorf("clientadmin: stored response: %w", err))
+		}
+		if clientID == "" {
+			clientID = info.ClientID
+		}
+	}
+	return &Result{Client: info, JSON: w.Body, Replayed: w.Replayed}, s.finish(ctx, caller, op.action, clientID, hasKey, w.Replayed, nil)
+}
+
+// Write is one admin write for the Idempotency-Key engine (Service.Write).
+// The client operations use it; so does the admin API for users, with an
+// operation of package identity as Do.
+type Write struct {
+	// Caller scopes the key (Idempotency-Keys of two admin credentials
+	// never collide).
+	Caller Caller
+	// Endpoint scopes the key too: the method and the path of the
+	// resource, e.g. "POST /admin/users" or "PUT /admin/users/*".
+	Endpoint string
+	// Resource, when set, completes the scope with the resource the path
+	// names where that must not be stored in the clear (a username): it is
+	// added to the stored endpoint as a keyed hash.
+	Resource string
+	// Status is the outcome code stored with the key and bound into its
+	// seal (the HTTP status of the answer, 200, 201 or 204); not 0.
+	Status int
+	// IdempotencyKey is the raw Idempotency-Key; "" runs the write in its
+	// transaction without one.
+	IdempotencyKey string
+	// Request is the canonical form of the request (Canonical): a retry
+	// with the same key must present the same one.
+	Request []byte
+	// Confidential marks a request that carries a secret (a password). Its
+	// stored fingerprint is then keyed with the raw Idempotency-Key too, so
+	// a dump of the table and the system secret together still allow no
+	// guessing of the secret: the raw key is never stored.
+	Confidential bool
+	// Do performs the write with the context of the transaction and
+	// returns the body of the answer (nil for none). Its error is returned
+	// as it is, after the transaction is rolled back.
+	Do func(ctx context.Context) ([]byte, error)
+}
+
+// Written is the answer of a Write.
+type Written struct {
+	// Status is the Write's Status, or on a replay the stored one.
+	Status int
+	// Body is what Do returned, or on a replay the stored body, byte for
+	// byte.
+	Body []byte
+	// Replayed reports an answer replayed from an Idempotency-Key record.
+	Replayed bool
+}
+
+// Write runs w in one transaction. With an Idempotency-Key (docs/architecture.md,
 // "Admin writes"), in that same transaction: claim the key (scoped to the
-// caller and the endpoint, with the hash of the canonical request), do the
-// work, store the sealed answer, commit. Then:
+// caller and the endpoint, with the keyed hash of the canonical request),
+// do the work, store the sealed answer, commit. Then:
 //
 //   - a retry with the same key and request gets the stored answer, byte
-//     for byte (the same client_secret), with Replayed set;
+//     for byte, with Replayed set;
 //   - the same key with another request is ErrKeyReused;
 //   - the same key while the first request is in flight is ErrKeyInFlight;
-//   - a request that fails (validation, not found, any error) rolls back
-//     and leaves no key: it can be retried with the same key.
+//   - a request that fails (validation, not found, any error of Do) rolls
+//     back and leaves no key: it can be retried with the same key.
+//
+// An invalid key is ErrInvalidRequest. Other errors (Do's, storage's) are
+// returned untranslated. Write writes no audit event: its caller does.
 //
 // The write is not canceled when the caller goes away (it is bounded by
 // writeTimeout instead): a client that timed out and retries then finds
 // the stored answer rather than a half-done request.
-func (s *Service) write(ctx context.Context, caller Caller, op writeOp) (*Result, error) {
-	hasKey := op.idemKey != ""
-	clientID := op.clientID
-	fail := func(err error) (*Result, error) {
-		return nil, s.finish(ctx, caller, op.action, clientID, hasKey, false, err)
-	}
+func (s *Service) Write(ctx context.Context, w Write) (*Written, error) {
+	hasKey := w.IdempotencyKey != ""
 	var rawKey string
 	if hasKey {
-		k, err := ParseIdempotencyKey(op.idemKey)
+		k, err := ParseIdempotencyKey(w.IdempotencyKey)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		rawKey = k
+	}
+	if w.Status == 0 {
+		return nil, errors.New("clientadmin: write: status 0")
 	}
 
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	tx, err := s.store.BeginTX(wctx)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	// After Commit this is a no-op; on every other path it discards the
 	// claim and the work.
@@ -103,63 +188,58 @@ func (s *Service) write(ctx context.Context, caller Caller, op writeOp) (*Result
 	var key storage.IdempotencyKey
 	if hasKey {
 		now := s.now()
+		endpoint := w.Endpoint
+		if w.Resource != "" {
+			endpoint += " " + hex.EncodeToString(s.keys.resourceHash(w.Resource))
+		}
 		key = storage.IdempotencyKey{
-			Credential: caller.fingerprint,
-			Endpoint:   op.endpoint,
+			Credential: w.Caller.fingerprint,
+			Endpoint:   endpoint,
 			KeyHash:    s.keys.keyHash(rawKey),
+		}
+		reqHash := s.keys.requestHash(w.Request)
+		if w.Confidential {
+			reqHash = s.keys.boundRequestHash(rawKey, w.Request)
 		}
 		stored, claimed, err := s.store.ClaimIdempotencyKey(tx, storage.IdempotencyClaim{
 			IdempotencyKey: key,
-			RequestHash:    s.keys.requestHash(op.canonical),
+			RequestHash:    reqHash,
 			CreatedAt:      now,
 			ExpiresAt:      now.Add(s.ttl),
 		})
 		switch {
 		case errors.Is(err, storage.ErrIdempotencyInFlight):
-			return fail(newError(ErrKeyInFlight, "A request with this Idempotency-Key is still being processed; retry later."))
+			return nil, newError(ErrKeyInFlight, "A request with this Idempotency-Key is still being processed; retry later.")
 		case errors.Is(err, storage.ErrIdempotencyKeyReused):
-			return fail(newError(ErrKeyReused, "This Idempotency-Key was already used for a different request."))
+			return nil, newError(ErrKeyReused, "This Idempotency-Key was already used for a different request.")
 		case err != nil:
-			return fail(err)
+			return nil, err
 		case !claimed:
 			body, err := s.keys.openResponse(rawKey, stored)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
-			info := new(ClientInformation)
-			if err := json.Unmarshal(body, info); err != nil {
-				return fail(fmt.Errorf("clientadmin: stored response: %w", err))
-			}
-			if clientID == "" {
-				clientID = info.ClientID
-			}
-			res := &Result{Client: info, JSON: body, Replayed: true}
-			return res, s.finish(ctx, caller, op.action, clientID, hasKey, true, nil)
+			return &Written{Status: stored.Status, Body: body, Replayed: true}, nil
 		}
 	}
 
-	info, err := op.do(tx)
+	body, err := w.Do(tx)
 	if err != nil {
-		return fail(err)
-	}
-	clientID = info.ClientID
-	body, err := encodeInfo(info)
-	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if hasKey {
-		sealed, err := s.keys.sealResponse(rawKey, key, op.record, body)
+		sealed, err := s.keys.sealResponse(rawKey, key, w.Status, body)
 		if err == nil {
-			err = s.store.CompleteIdempotencyKey(tx, key, op.record, sealed)
+			err = s.store.CompleteIdempotencyKey(tx, key, w.Status, sealed)
 		}
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	if err := s.store.Commit(tx); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	return &Result{Client: info, JSON: body}, s.finish(ctx, caller, op.action, clientID, hasKey, false, nil)
+	return &Written{Status: w.Status, Body: body}, nil
 }
 
 // ParseIdempotencyKey returns the key of an Idempotency-Key value: either a
@@ -203,9 +283,21 @@ func (k idempotencyKeys) keyHash(raw string) []byte {
 	return secrets.MAC(k.keyHashKey, []byte(raw))
 }
 
+// resourceHash is the stored form of a Write's Resource (two parts, so it
+// never equals a keyHash).
+func (k idempotencyKeys) resourceHash(resource string) []byte {
+	return secrets.MAC(k.keyHashKey, []byte("resource"), []byte(resource))
+}
+
 // requestHash fingerprints a request by its canonical JSON.
 func (k idempotencyKeys) requestHash(canonical []byte) []byte {
 	return secrets.MAC(k.requestKey, canonical)
+}
+
+// boundRequestHash fingerprints a confidential request by its canonical
+// JSON and the raw Idempotency-Key, which is never stored (Write.Confidential).
+func (k idempotencyKeys) boundRequestHash(raw string, canonical []byte) []byte {
+	return secrets.MAC(k.requestKey, []byte("confidential"), []byte(raw), canonical)
 }
 
 // credentialFingerprint is the keyed fingerprint of an admin credential:
@@ -258,6 +350,22 @@ func canonicalOf(v any) ([]byte, error) {
 		return nil, newError(ErrInvalidMetadata, "The request body is not valid JSON.")
 	}
 	return canonical, nil
+}
+
+// Canonical returns the canonical form of a decoded request, for
+// Write.Request: its JSON encoding with object members sorted by name, so
+// that two requests meaning the same have the same fingerprint whatever
+// their member order or spacing (see canonicalOf). A value that does not
+// encode is ErrInvalidRequest.
+func Canonical(v any) ([]byte, error) {
+	decoded, err := json.Marshal(v)
+	if err == nil {
+		decoded, err = canonicalJSON(decoded)
+	}
+	if err != nil {
+		return nil, newError(ErrInvalidRequest, "The request body cannot be encoded.")
+	}
+	return decoded, nil
 }
 
 // canonicalJSON returns the canonical form of a JSON document: parsed and

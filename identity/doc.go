@@ -19,11 +19,11 @@
 // access and refresh token commit together or not at all.
 package identity
 
-// An HTTP adapter (the planned /admin/users endpoints) is a thin layer on
-// top: every operation takes the caller's context and runs in the
+// The admin HTTP adapter (/admin/users…, oauth/admin_users.go) is a thin
+// layer on top: every operation takes the caller's context and runs in the
 // transaction it carries (nested operations become savepoints), so the
-// admin API's Idempotency-Key machinery (claim the key, do the work, store
-// the response, all in one transaction: oauth/admin.go's write) wraps an
+// admin API's Idempotency-Key engine (claim the key, do the work, store the
+// response, all in one transaction: clientadmin.Service.Write) wraps an
 // operation unchanged. The adapter maps the typed errors onto statuses:
 // ErrInvalidUsername, ErrInvalidPassword, ErrInvalidProfile → 400;
 // ErrUserNotFound, ErrConsentNotFound → 404; ErrUserExists → 409. The

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/identity"
 )
 
 // The admin API: a thin HTTP adapter over clientadmin.Service, which holds
@@ -53,6 +54,9 @@ type AdminResponse struct {
 	Replayed bool
 	// ClientID is the client the operation concerned, when known.
 	ClientID string
+	// Location, when set, is the Location header of a 201 (the created
+	// user's path); for a client it is derived from ClientID.
+	Location string
 }
 
 // ClientList is the body of GET /admin/clients.
@@ -61,25 +65,32 @@ type ClientList = clientadmin.ClientList
 // AdminCaller identifies who makes an admin request (clientadmin.Caller).
 type AdminCaller = clientadmin.Caller
 
-// Admin is the HTTP adapter of the client administration service. It is
-// safe for concurrent use.
+// Admin is the HTTP adapter of the client administration service and, for
+// /admin/users (admin_users.go), of the identity service. It is safe for
+// concurrent use.
 type Admin struct {
-	svc *clientadmin.Service
-	log *slog.Logger
+	svc    *clientadmin.Service
+	people *identity.Service
+	log    *slog.Logger
 }
 
 // NewAdmin returns the admin API over a clientadmin.Service built from cfg
 // (Secret, required; AdminTokens; IdempotencyKeyTTL) and deps (Store,
-// required; Logger, the audit log; Now).
+// required; Logger, the audit log; Now), and an identity.Service on the
+// same store for the user endpoints.
 func NewAdmin(cfg Config, deps Deps) (*Admin, error) {
 	if deps.Store == nil {
 		return nil, errors.New("oauth: Deps.Store is required")
 	}
-	return newAdmin(cfg, deps)
+	people := identity.New(deps.Store, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now})
+	return newAdmin(cfg, deps, people)
 }
 
-func newAdmin(cfg Config, deps Deps) (*Admin, error) {
-	a := &Admin{log: deps.Logger}
+// newAdmin builds the admin API; people is the server's identity service,
+// so the user endpoints revoke through the same store as every other path
+// (revocation.Store: the replay cache forgets what they revoke).
+func newAdmin(cfg Config, deps Deps, people *identity.Service) (*Admin, error) {
+	a := &Admin{log: deps.Logger, people: people}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -289,7 +300,14 @@ func (a *Admin) handler(notFound, notAllowed http.Handler) http.Handler {
 	r.Handle(pathAdminClients+"/{id}", a.authenticated(a.handleUpdate)).Methods(http.MethodPut)
 	r.Handle(pathAdminClients+"/{id}", a.authenticated(a.handleDelete)).Methods(http.MethodDelete)
 	r.Handle(pathAdminClients+"/{id}/secret", a.authenticated(a.handleRotate)).Methods(http.MethodPost)
-	return limitAdminBody(r)
+	users := a.userHandler()
+	return limitAdminBody(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if isUsersPath(req.URL.Path) {
+			users.ServeHTTP(w, req)
+			return
+		}
+		r.ServeHTTP(w, req)
+	}))
 }
 
 // adminHandler is an admin endpoint, called for an authenticated caller.
@@ -349,9 +367,10 @@ func idempotencyKeyHeader(r *http.Request) (string, error) {
 
 // readAdminBody reads the request body: at most maxAdminBodyBytes (413
 // otherwise), and, when there is one or it is required, of media type
-// application/json in UTF-8 (415 otherwise).
+// application/json in UTF-8 (415 otherwise). The errors carry the error
+// code of the endpoint's bad bodies (bodyErrorCode).
 func readAdminBody(w http.ResponseWriter, r *http.Request, required bool) ([]byte, error) {
-	const code = "invalid_client_metadata"
+	code := bodyErrorCode(r.URL.Path)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -382,7 +401,11 @@ func writeAdminResponse(w http.ResponseWriter, resp AdminResponse) {
 	if resp.Replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
-	if resp.Status == http.StatusCreated && resp.ClientID != "" {
+	switch {
+	case resp.Status != http.StatusCreated:
+	case resp.Location != "":
+		h.Set("Location", resp.Location)
+	case resp.ClientID != "":
 		h.Set("Location", pathAdminClients+"/"+url.PathEscape(resp.ClientID))
 	}
 	w.WriteHeader(resp.Status)
@@ -394,12 +417,21 @@ func writeAdminResponse(w http.ResponseWriter, resp AdminResponse) {
 func limitAdminBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > maxAdminBodyBytes {
-			writeAdminResponse(w, jsonResponse(http.StatusRequestEntityTooLarge, &clientadmin.Error{Code: "invalid_client_metadata",
+			writeAdminResponse(w, jsonResponse(http.StatusRequestEntityTooLarge, &clientadmin.Error{Code: bodyErrorCode(r.URL.Path),
 				Description: fmt.Sprintf("The request body is larger than %d bytes.", maxAdminBodyBytes)}, ""))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyErrorCode is the error code of a bad request body on path: RFC 7591
+// §3.2.2's invalid_client_metadata for clients, invalid_request for users.
+func bodyErrorCode(path string) string {
+	if isUsersPath(path) {
+		return clientadmin.ErrInvalidRequest.Code
+	}
+	return clientadmin.ErrInvalidMetadata.Code
 }
 
 // readWrite reads the Idempotency-Key and the body of a write, or audits

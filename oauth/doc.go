@@ -3,7 +3,9 @@
 // storage.Store, puts the exchange replay cache in front of the token
 // endpoint, and serves the HTTP endpoints and the login/consent pages. Admin
 // (admin.go) is the HTTP adapter of the client administration service
-// (package clientadmin) behind /admin/. Keys derived from the system secret
+// (package clientadmin) behind /admin/clients, and (admin_users.go) of the
+// identity service behind /admin/users, both on clientadmin's
+// Idempotency-Key engine. Keys derived from the system secret
 // come from package secrets. /metrics, /healthz and /readyz are not served
 // here but on the operations listener (package ops).
 //

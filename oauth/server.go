@@ -110,7 +110,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
-	admin, err := newAdmin(cfg, Deps{Store: revoking, Logger: deps.Logger, Now: deps.Now})
+	admin, err := newAdmin(cfg, Deps{Store: revoking, Logger: deps.Logger, Now: deps.Now}, s.people)
 	if err != nil {
 		return nil, err
 	}
