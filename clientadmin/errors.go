@@ -1,5 +1,10 @@
 package clientadmin
 
+import (
+	"encoding/json"
+	"strings"
+)
+
 // Error is an error of a client administration operation, in the shape of
 // an RFC 7591 §3.2.2 error response: Code is "invalid_redirect_uri" or
 // "invalid_client_metadata" for metadata, or one of the codes of the
@@ -8,6 +13,34 @@ package clientadmin
 type Error struct {
 	Code        string `json:"error"`
 	Description string `json:"error_description"`
+}
+
+// MarshalJSON encodes the error as an RFC 7591 §3.2.2 object. The
+// description is "human-readable ASCII text": "§" becomes "Section", any
+// other character outside printable ASCII is dropped.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	type plain Error
+	c := plain(*e)
+	c.Description = asciiText(c.Description)
+	return json.Marshal(c)
+}
+
+// asciiText returns d as printable ASCII (see MarshalJSON).
+func asciiText(d string) string {
+	var b strings.Builder
+	for _, r := range d {
+		switch {
+		case r == '§':
+			b.WriteString("Section ")
+		case r == '…':
+			b.WriteString("...")
+		case r == '–' || r == '—':
+			b.WriteByte('-')
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		}
+	}
+	return strings.ReplaceAll(b.String(), "Section  ", "Section ")
 }
 
 // Error returns the code and the description.

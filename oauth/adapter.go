@@ -39,6 +39,9 @@ type fositeStore struct {
 type errGrantUsed struct {
 	requestID string
 	refresh   bool
+	// granted is the scope granted to the refresh token (refresh only,
+	// when read): a retry asking for more is invalid_scope, not reuse.
+	granted []string
 }
 
 func (e *errGrantUsed) Error() string {
@@ -153,7 +156,7 @@ func (f fositeStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig str
 func (f fositeStore) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
 	req, err := f.Store.GetRefreshTokenSession(ctx, sig, session)
 	if errors.Is(err, storage.ErrInactiveToken) && req != nil {
-		return nil, &errGrantUsed{requestID: req.GetID(), refresh: true}
+		return nil, &errGrantUsed{requestID: req.GetID(), refresh: true, granted: req.GetGrantedScopes()}
 	}
 	return req, err
 }

@@ -291,9 +291,13 @@ func (a *Admin) audit(ctx context.Context, e clientadmin.AuditEvent) {
 // handler returns the admin API's router for /admin/…, with the server's
 // not-found and method-not-allowed answers. It is mounted outside the
 // public body limit: it bounds bodies itself, with RFC 7591 errors.
-func (a *Admin) handler(notFound, notAllowed http.Handler) http.Handler {
+func (a *Admin) handler(notFound http.Handler, notAllowed func(w http.ResponseWriter, r *http.Request, allow string)) http.Handler {
 	r := mux.NewRouter()
-	r.NotFoundHandler, r.MethodNotAllowedHandler = notFound, notAllowed
+	r.NotFoundHandler = notFound
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: the methods of this router's resource.
+		notAllowed(w, req, allowedMethods(r, req))
+	})
 	r.Handle(pathAdminClients, a.authenticated(a.handleCreate)).Methods(http.MethodPost)
 	r.Handle(pathAdminClients, a.authenticated(a.handleList)).Methods(http.MethodGet)
 	r.Handle(pathAdminClients+"/{id}", a.authenticated(a.handleGet)).Methods(http.MethodGet)

@@ -108,7 +108,7 @@ func presentedCredentials(r *http.Request, form url.Values) (id, secret, method 
 		if !ok {
 			return "", "", "", fosite.ErrInvalidClient.WithHint("The HTTP Basic credentials are malformed.")
 		}
-		if form.Get("client_secret") != "" {
+		if _, sent := form["client_secret"]; sent {
 			return "", "", "", fosite.ErrInvalidRequest.WithHint("The client authenticated with both HTTP Basic and a client_secret in the body; use one method (RFC 6749 Section 2.3).")
 		}
 		id, err1 := url.QueryUnescape(user)

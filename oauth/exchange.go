@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -173,6 +174,16 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 	if !errors.As(err, &used) {
 		return nil, err
 	}
+	// A refresh asking for a scope never granted is refused as such (RFC
+	// 6749 §6: invalid_scope), whether or not the token was rotated since;
+	// it is not a use of the token.
+	if used.refresh && used.granted != nil {
+		for _, sc := range req.id.scope {
+			if !slices.Contains(used.granted, sc) {
+				return nil, fosite.ErrInvalidScope.WithHintf("The scope %s was not granted to this refresh token (RFC 6749 Section 6).", truncate(sc, 40))
+			}
+		}
+	}
 	if req.id.key != "" {
 		a, rerr := x.fromRecord(ctx, req)
 		if a != nil || rerr != nil {
@@ -245,7 +256,7 @@ func openAnswer(sealKey []byte, req *tokenRequest, sealed []byte, now time.Time)
 	if err := sr.unmarshal(plain); err != nil || sr.Body.AccessToken == "" {
 		return nil, false
 	}
-	if strings.HasPrefix(req.id.key, "r:") && !sameRefreshScope(sr.Scope, req.id.scope, sr.Body.Scope) {
+	if strings.HasPrefix(req.id.key, "r:") && !sameRefreshScope(req.id.scope, sr.Body.Scope) {
 		return nil, false
 	}
 	// expires_in counts the remaining lifetime (RFC 6749 §5.1).

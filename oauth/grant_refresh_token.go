@@ -42,19 +42,21 @@ func (g refreshTokenGrant) identity(ctx context.Context, clientID string, form u
 }
 
 // sameRefreshScope reports whether a refresh request asking for requested
-// (nil: scope omitted) is the same request as the first one, which asked
-// for first and was granted granted. RFC 6749 §6: an omitted scope is
-// treated as equal to the scope originally granted; RFC 6749 §3.3: scope is
-// a set, so order and repetition do not matter.
-func sameRefreshScope(first, requested []string, granted string) bool {
+// (nil: scope omitted) is the same request as the first one, which was
+// granted granted. RFC 6749 §6: an omitted scope means the scope originally
+// granted; a narrower one may be asked for, and authd (as fosite) issues the
+// grant's whole scope whatever is asked; RFC 6749 §3.3: scope is a set. So
+// every request whose scope is omitted or within the grant is answered
+// with the same response, and is the same request; a wider one is
+// invalid_scope before it gets here.
+func sameRefreshScope(requested []string, granted string) bool {
 	g := scopeSet(granted, true)
-	eff := func(s []string) []string {
-		if s == nil {
-			return g
+	for _, s := range requested {
+		if !slices.Contains(g, s) {
+			return false
 		}
-		return s
 	}
-	return slices.Equal(eff(first), eff(requested))
+	return true
 }
 
 // checkRefreshScope refuses a refresh that asks for a scope not originally

@@ -77,11 +77,6 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 		CoreStorage:  store,
 		Config:       fc,
 	}
-	revoker := &fositeoauth2.TokenRevocationHandler{
-		TokenRevocationStorage: store,
-		AccessTokenStrategy:    strategy,
-		RefreshTokenStrategy:   strategy,
-	}
 	ccHandler := &clientCredentialsHandler{&fositeoauth2.ClientCredentialsGrantHandler{
 		HandleHelper: &fositeoauth2.HandleHelper{
 			AccessTokenStrategy: strategy,
@@ -101,7 +96,6 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 	fc.TokenEndpointHandlers.Append(refreshHandler)
 	fc.TokenEndpointHandlers.Append(ccHandler)
 	fc.TokenIntrospectionHandlers.Append(introspector)
-	fc.RevocationHandlers.Append(revoker)
 
 	p := &provider{
 		Fosite:   fosite.NewOAuth2Provider(store, fc),

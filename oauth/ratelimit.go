@@ -223,9 +223,9 @@ func (c *clientLimiter) allow(clientID string) (bool, time.Duration) {
 	return true, 0
 }
 
-// failureLimiter bounds failures per key (a source address): check peeks
-// without spending, charge spends one token per failure, so successes are
-// never counted. Token bucket, golang.org/x/time/rate.
+// failureLimiter bounds failures per key (a source address): each failure
+// spends a token, and a failure with none left is reported over budget.
+// Successes are never counted or refused. Token bucket, golang.org/x/time/rate.
 type failureLimiter struct {
 	perSecond float64
 	burst     int
@@ -240,38 +240,28 @@ func newFailureLimiter(perSecond float64, burst int) *failureLimiter {
 	return &failureLimiter{perSecond: perSecond, burst: max(burst, 1), m: map[string]*rate.Limiter{}}
 }
 
-func (f *failureLimiter) limiter(key string) *rate.Limiter {
+// fail records one failure of key and reports whether it is within the
+// budget, else how long until it would be.
+func (f *failureLimiter) fail(key string) (bool, time.Duration) {
+	if f == nil {
+		return true, 0
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	lim := f.m[key]
 	if lim == nil {
 		if len(f.m) > 100_000 {
-			f.m = map[string]*rate.Limiter{} // bound memory
+			// Bound memory; forgetting counts only lets failures through
+			// sooner, it never refuses anyone.
+			f.m = map[string]*rate.Limiter{}
 		}
 		lim = rate.NewLimiter(rate.Limit(f.perSecond), f.burst)
 		f.m[key] = lim
 	}
-	return lim
-}
-
-// check reports whether key may try now, else how long to wait.
-func (f *failureLimiter) check(key string) (bool, time.Duration) {
-	if f == nil {
-		return true, 0
-	}
-	lim := f.limiter(key)
-	if lim.Tokens() >= 1 {
-		return true, 0
-	}
+	f.mu.Unlock()
 	r := lim.Reserve()
-	d := r.Delay()
-	r.Cancel()
-	return false, d
-}
-
-// charge records one failure of key.
-func (f *failureLimiter) charge(key string) {
-	if f != nil {
-		f.limiter(key).Allow()
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		return false, d
 	}
+	return true, 0
 }

@@ -97,23 +97,34 @@ func TestSuccessfulLoginsNotLimited(t *testing.T) {
 }
 
 // TestTokenRateLimit: the per-client token endpoint limit answers 429 with
-// Retry-After once the client's bucket is empty.
+// Retry-After once the client's bucket is empty. A public client is charged
+// only for requests whose code or refresh token this server issued, so
+// requests with made-up ones (anyone can send the client_id) never push it
+// into 429.
 func TestTokenRateLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) {
-		c.TokenLimits = oauth.TokenLimits{PerSecond: 1, Burst: 2}
+		c.TokenLimits = oauth.TokenLimits{PerSecond: 0.01, Burst: 3}
 	}})
-	form := url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient}, "refresh_token": {"x"}}
+	code, v := h.code(t, publicClient)
+	bogus := url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient}, "refresh_token": {"x"}}
+	for range 10 {
+		if r := h.postForm(t, "/oauth2/token", bogus, "", ""); r.status != http.StatusBadRequest {
+			t.Fatalf("made-up refresh token: %d %v, want 400 (not charged)", r.status, r.body)
+		}
+	}
+	rt := h.redeem(t, code, v).str("refresh_token") // charge 1
+	form := url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient}, "refresh_token": {rt}}
 	var last tokenResult
-	for range 3 {
+	for range 3 { // charges 2, 3, then 429
 		last = h.postForm(t, "/oauth2/token", form, "", "")
 	}
 	if last.status != http.StatusTooManyRequests || last.header.Get("Retry-After") == "" {
-		t.Fatalf("third request: %d %v", last.status, last.body)
+		t.Fatalf("fourth charged request: %d %v", last.status, last.body)
 	}
 	// Another client has its own bucket.
-	form.Set("client_id", "other-app")
-	if r := h.postForm(t, "/oauth2/token", form, "", ""); r.status != http.StatusBadRequest {
+	bogus.Set("client_id", "other-app")
+	if r := h.postForm(t, "/oauth2/token", bogus, "", ""); r.status != http.StatusBadRequest {
 		t.Fatalf("other client: %d %v", r.status, r.body)
 	}
 }

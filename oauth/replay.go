@@ -51,7 +51,7 @@ type replayCache struct {
 func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
 	id := req.id
 	if id.key == "" {
-		return c.next.exchange(ctx, req)
+		return c.next.exchange(ctx, req) // nothing to replay or supersede
 	}
 	for round := 0; round < replayClaimRounds; round++ {
 		res, err := c.cache.Claim(ctx, id.key, id.fingerprint, replayInflightTTL)
@@ -75,7 +75,7 @@ func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer,
 				// running one holds the row lock until it commits, and one
 				// that never committed leaves the code to this request.
 				c.metrics.replay.WithLabelValues("wait_timeout").Inc()
-				return c.next.exchange(ctx, req)
+				return c.run(ctx, req)
 			}
 			if err != nil {
 				c.failOpen(err)
@@ -90,16 +90,40 @@ func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer,
 				return a, nil
 			}
 			c.metrics.replay.WithLabelValues("mismatch").Inc()
-			return c.next.exchange(ctx, req)
+			return c.run(ctx, req)
 		case exchangecache.Mismatch:
 			c.metrics.replay.WithLabelValues("mismatch").Inc()
-			return c.next.exchange(ctx, req)
+			return c.run(ctx, req)
 		case exchangecache.Absent:
 			continue // the first attempt released its claim, or it expired
 		}
 		break
 	}
-	return c.next.exchange(ctx, req)
+	return c.run(ctx, req)
+}
+
+// run is the exchanger without a claim of ours (the cache failed, another
+// fingerprint, a wait that timed out). A rotation it answers still
+// supersedes the grant's earlier responses: their entries go, whichever
+// path answered.
+func (c *replayCache) run(ctx context.Context, req *tokenRequest) (*answer, error) {
+	a, err := c.next.exchange(ctx, req)
+	if err == nil {
+		c.forget(ctx, a.superseded)
+	}
+	return a, err
+}
+
+// forget drops the cache entries of superseded responses, detached from
+// the request.
+func (c *replayCache) forget(ctx context.Context, keys []string) {
+	ctx = context.WithoutCancel(ctx)
+	for _, k := range keys {
+		if err := c.cache.Forget(ctx, k); err != nil {
+			c.failOpen(err)
+			return
+		}
+	}
 }
 
 // claimed runs the exchange as the owner of the claim and completes it.
@@ -114,11 +138,7 @@ func (c *replayCache) claimed(ctx context.Context, req *tokenRequest, owner stri
 		}
 		return a, err
 	}
-	for _, k := range a.superseded {
-		if ferr := c.cache.Forget(cctx, k); ferr != nil {
-			c.failOpen(ferr)
-		}
-	}
+	c.forget(cctx, a.superseded)
 	if ttl := a.windowEnd.Sub(c.now()); ttl > 0 {
 		if err := c.cache.Complete(cctx, req.id.key, owner, a.sealed, ttl); err != nil {
 			c.metrics.replay.WithLabelValues("store_failed").Inc()

@@ -51,7 +51,7 @@ func (s *Server) routes() http.Handler {
 	// /admin/…: the admin API's adapter (admin.go), which bounds its own
 	// bodies with RFC 7591 errors, so it is mounted beside the public
 	// body limit rather than under it.
-	admin := s.admin.handler(r.NotFoundHandler, r.MethodNotAllowedHandler)
+	admin := s.admin.handler(r.NotFoundHandler, s.handleMethodNotAllowed)
 	public := limitBody(r)
 	return s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if strings.HasPrefix(req.URL.Path, "/admin/") {

@@ -38,6 +38,7 @@ type Server struct {
 	// and the exchanger (the replay cache around fosite and the durable
 	// replay record).
 	clientAuth    *clientAuthenticator
+	revoker       revocation.Store // every revocation goes through it
 	grants        map[string]grant
 	exchanger     exchanger
 	authFailLimit *failureLimiter
@@ -93,6 +94,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.people = identity.New(revoking, identity.Options{
 		SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
 	})
+	s.revoker = revoking
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, revoking, s.clientAuth)
 	s.grants = s.provider.grants()

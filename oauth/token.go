@@ -48,24 +48,24 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	if err := parseTokenForm(r); err != nil {
 		return nil, err
 	}
-	// 2. Authenticate the client. Failures are charged to the source
-	// address, so guessing secrets is slowed without letting anyone push
-	// a client_id they do not own into 429.
-	ip := clientIP(r)
-	if ok, wait := s.authFailLimit.check(ip); !ok {
-		return nil, errTooManyRequests(wait, "Too many failed client authentications from this address; retry after the Retry-After delay.")
-	}
+	// 2. Authenticate the client. Failures from one source address beyond
+	// a budget get 429 instead of 401; a request that authenticates is
+	// never refused for what others sent from the same address (a load
+	// balancer's, say). Client secrets are 256-bit, so this bounds noise,
+	// not guessing.
 	client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
 	if err != nil {
-		if fosite.ErrorToRFC6749Error(err).ErrorField == fosite.ErrInvalidClient.ErrorField {
-			s.authFailLimit.charge(ip)
-		}
-		return nil, err
+		return nil, s.chargeAuthFailure(r, err)
 	}
 	req.client = client
-	// 3. Rate-limit the authenticated client.
-	if ok, wait := s.clientLimit.allow(client.GetID()); !ok {
-		return nil, errTooManyRequests(wait, "Too many token requests for this client; retry after the Retry-After delay.")
+	// 3. Rate-limit the authenticated client. A confidential client proved
+	// its secret; a public client only named itself, so it is charged at
+	// step 4, once its code or refresh token proved to be one this server
+	// issued: nobody can push a client_id they do not own into 429.
+	if !client.IsPublic() {
+		if err := s.chargeClient(client); err != nil {
+			return nil, err
+		}
 	}
 	// 4. The grant's own checks.
 	g, name, err := s.lookupGrant(r.PostForm)
@@ -76,9 +76,35 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	if err := g.check(ctx, r.PostForm); err != nil {
 		return nil, err
 	}
+	if client.IsPublic() {
+		if err := s.chargeClient(client); err != nil {
+			return nil, err
+		}
+	}
 	req.id = g.identity(ctx, client.GetID(), r.PostForm)
 	// 5. Exchange.
 	return s.exchanger.exchange(withClient(ctx, client), req)
+}
+
+// chargeAuthFailure counts a failed client authentication against the
+// request's source address and returns the answer: err, or 429 once the
+// address has failed too often.
+func (s *Server) chargeAuthFailure(r *http.Request, err error) error {
+	if fosite.ErrorToRFC6749Error(err).ErrorField != fosite.ErrInvalidClient.ErrorField {
+		return err
+	}
+	if ok, wait := s.authFailLimit.fail(clientIP(r)); !ok {
+		return errTooManyRequests(wait, "Too many failed client authentications from this address; retry after the Retry-After delay.")
+	}
+	return err
+}
+
+// chargeClient charges one token request to the client's rate limit.
+func (s *Server) chargeClient(c fosite.Client) error {
+	if ok, wait := s.clientLimit.allow(c.GetID()); !ok {
+		return errTooManyRequests(wait, "Too many token requests for this client; retry after the Retry-After delay.")
+	}
+	return nil
 }
 
 // writeToken is step 6: the one place that writes a token endpoint answer

@@ -245,9 +245,19 @@ func TestRateLimitChargesAuthenticatedOnly(t *testing.T) {
 			t.Fatalf("failure %d: %d %s, want 401", i, r.status, r.body)
 		}
 	}
-	// The source address is now limited; the client itself is not.
+	// Further failures from the address are 429; a request that
+	// authenticates, from the same address, is never refused for them.
 	if r := do(t, "POST", h.srv.URL+"/oauth2/token", cc+"&client_secret=wrong", ""); r.status != 429 || r.header.Get("Retry-After") == "" {
 		t.Fatalf("sixth failure: %d %s, want 429 with Retry-After", r.status, r.body)
+	}
+	if r := do(t, "POST", h.srv.URL+"/oauth2/token", cc+"&client_secret="+postSecret, ""); r.status != 200 {
+		t.Fatalf("the client's own request after failures from its address: %d %s, want 200", r.status, r.body)
+	}
+	// A public client named in requests with made-up codes is not charged.
+	for i := range 10 {
+		if r := do(t, "POST", h.srv.URL+"/oauth2/token", "grant_type=authorization_code&code=ory_ac_x.y&client_id="+publicClient, ""); r.status != 400 {
+			t.Fatalf("made-up code %d: %d %s, want 400", i, r.status, r.body)
+		}
 	}
 	h2 := rulesHarness(t, func(c *oauth.Config) {
 		c.TokenLimits = oauth.TokenLimits{PerSecond: 0.001, Burst: 3}

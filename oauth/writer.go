@@ -73,6 +73,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var later *retryLater
 	if errors.As(err, &later) {
 		w.Header().Set("Retry-After", retryAfter(later.after))
+	} else if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1") // RFC 9110 §10.2.3
 	}
 	code := rfc.ErrorField
 	desc := rfc.GetDescription()
@@ -85,7 +87,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// the client tried the Authorization header; authd always uses
 		// 401, which always carries a challenge.
 		status = http.StatusUnauthorized
-		w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
+		if hasBearer(r.Header.Get("Authorization")) {
+			// RFC 6750 §3: a bearer token that is not accepted.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="authd", error="invalid_token"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
+		}
 	}
 	writeJSON(w, status, oauthErrorBody{Error: code, Description: errorDescription(desc)})
 }
@@ -101,7 +108,7 @@ func errorDescription(d string) string {
 	for _, c := range d {
 		switch {
 		case c == '§':
-			b.WriteString("Section")
+			b.WriteString("Section ")
 		case c == '…':
 			b.WriteString("...")
 		case c == '"':
@@ -110,5 +117,5 @@ func errorDescription(d string) string {
 			b.WriteRune(c)
 		}
 	}
-	return strings.TrimSpace(b.String())
+	return strings.TrimSpace(strings.ReplaceAll(b.String(), "Section  ", "Section "))
 }

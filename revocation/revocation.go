@@ -89,7 +89,9 @@ func (s Store) forget(ctx context.Context, scope storage.ReplayScope) {
 	if s.Cache == nil {
 		return
 	}
-	keys, err := s.Store.ReplayKeys(ctx, scope)
+	// Detached: a caller that hangs up after the commit must not leave the
+	// entries replayable.
+	keys, err := s.Store.ReplayKeys(context.WithoutCancel(ctx), scope)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		s.report(err)
 		return
