@@ -280,7 +280,12 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		return
 	}
 	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
-	resp, err := s.provider.NewAuthorizeResponse(tx, ar, userSession(cur.user, cur.session))
+	sess := userSession(cur.user, cur.session)
+	// OpenID Connect Core §3.1.2.1: the nonce is echoed in the ID token.
+	if n := ar.GetRequestForm().Get("nonce"); n != "" {
+		sess.Extra["nonce"] = n
+	}
+	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
 		return

@@ -15,6 +15,7 @@ const (
 	pathIntrospect = "/oauth2/introspect"
 	pathLogout     = "/logout"
 	pathMetadata   = "/.well-known/oauth-authorization-server"
+	pathJWKS       = "/oauth2/jwks"
 )
 
 // routes registers every route of the public listener in one place: the
@@ -43,6 +44,7 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
+	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
