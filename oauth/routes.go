@@ -16,6 +16,8 @@ const (
 	pathLogout     = "/logout"
 	pathMetadata   = "/.well-known/oauth-authorization-server"
 	pathJWKS       = "/oauth2/jwks"
+	pathUserinfo   = "/oauth2/userinfo"
+	pathDiscovery  = "/.well-known/openid-configuration"
 )
 
 // routes registers every route of the public listener in one place: the
@@ -45,6 +47,8 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)
+	r.HandleFunc(pathDiscovery, s.handleMetadata).Methods(http.MethodGet)
+	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
