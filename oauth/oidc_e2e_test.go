@@ -1,0 +1,156 @@
+package oauth_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// TestOIDCSignInGoOIDC signs in as a relying party built on
+// github.com/coreos/go-oidc/v3 and golang.org/x/oauth2 would (issue 12,
+// first Done-when line): discovery, the code flow with PKCE and a nonce,
+// ID token verification against the JWKS, UserInfo, a refresh whose new ID
+// token verifies with the original auth_time, and a retried exchange that
+// returns the identical ID token. On PostgreSQL with Redis and on memory.
+func TestOIDCSignInGoOIDC(t *testing.T) {
+	for _, backend := range []string{"memory", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOpts{backend: backend})
+			ctx := oidc.ClientContext(context.Background(), http.DefaultClient)
+			provider, err := oidc.NewProvider(ctx, h.srv.URL)
+			if err != nil {
+				t.Fatalf("discovery: %v", err)
+			}
+			var claims struct {
+				UserinfoEndpoint string `json:"userinfo_endpoint"`
+				EndSession       string `json:"end_session_endpoint"`
+			}
+			if err := provider.Claims(&claims); err != nil {
+				t.Fatal(err)
+			}
+			conf := h.oauthConfig(publicClient)
+			conf.Endpoint = provider.Endpoint()
+			conf.Endpoint.AuthStyle = oauth2.AuthStyleInParams
+			conf.Scopes = []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess, "profile"}
+			verifier := provider.Verifier(&oidc.Config{ClientID: publicClient})
+
+			pkce := oauth2.GenerateVerifier()
+			nonce := "n-" + oauth2.GenerateVerifier()[:20]
+			loc := h.login(t, newBrowser(t), conf.AuthCodeURL("state-oidc-1", oauth2.S256ChallengeOption(pkce), oidc.Nonce(nonce)))
+			code := loc.Query().Get("code")
+			if code == "" || loc.Query().Get("iss") != h.srv.URL {
+				t.Fatalf("callback %s: want code and iss", loc)
+			}
+			tok, err := conf.Exchange(ctx, code, oauth2.VerifierOption(pkce))
+			if err != nil {
+				t.Fatalf("exchange: %v", err)
+			}
+			raw, _ := tok.Extra("id_token").(string)
+			idt, err := verifier.Verify(ctx, raw)
+			if err != nil {
+				t.Fatalf("ID token does not verify: %v", err)
+			}
+			if idt.Nonce != nonce {
+				t.Fatalf("nonce %q, want %q", idt.Nonce, nonce)
+			}
+			if err := idt.VerifyAccessToken(tok.AccessToken); err != nil {
+				t.Fatalf("at_hash: %v", err)
+			}
+			var c struct {
+				AZP      string `json:"azp"`
+				AuthTime int64  `json:"auth_time"`
+				SID      string `json:"sid"`
+			}
+			if err := idt.Claims(&c); err != nil {
+				t.Fatal(err)
+			}
+			if c.AZP != publicClient || c.AuthTime == 0 || c.SID == "" || idt.Subject == "" {
+				t.Fatalf("claims azp=%q auth_time=%d sid=%q sub=%q", c.AZP, c.AuthTime, c.SID, idt.Subject)
+			}
+
+			// UserInfo: the same sub.
+			ui, err := provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+			if err != nil {
+				t.Fatalf("userinfo: %v", err)
+			}
+			if ui.Subject != idt.Subject {
+				t.Fatalf("userinfo sub %q, ID token sub %q", ui.Subject, idt.Subject)
+			}
+
+			// A retried exchange (same code, same verifier, inside the
+			// window) returns the identical ID token, byte for byte.
+			again := h.exchange(t, publicClient, code, pkce, publicRedirect)
+			if again.status != 200 || again.str("id_token") != raw || again.str("access_token") != tok.AccessToken {
+				t.Fatalf("retried exchange: %d; identical ID token: %v", again.status, again.str("id_token") == raw)
+			}
+
+			// Refresh: a new ID token that verifies, same sub and
+			// auth_time (OIDC Core §12.2), no nonce.
+			refreshed, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+			if err != nil {
+				t.Fatalf("refresh: %v", err)
+			}
+			raw2, _ := refreshed.Extra("id_token").(string)
+			idt2, err := verifier.Verify(ctx, raw2)
+			if err != nil {
+				t.Fatalf("refreshed ID token does not verify: %v", err)
+			}
+			var c2 struct {
+				AuthTime int64 `json:"auth_time"`
+			}
+			_ = idt2.Claims(&c2)
+			if raw2 == raw || idt2.Subject != idt.Subject || c2.AuthTime != c.AuthTime || idt2.Nonce != "" {
+				t.Fatalf("refreshed ID token: new=%v sub=%q auth_time=%d (want %d) nonce=%q", raw2 != raw, idt2.Subject, c2.AuthTime, c.AuthTime, idt2.Nonce)
+			}
+			// A retried refresh returns the same ID token too.
+			rr := h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient},
+				"refresh_token": {tok.RefreshToken}}, "", "")
+			if rr.status != 200 || rr.str("id_token") != raw2 {
+				t.Fatalf("retried refresh: %d; identical ID token: %v", rr.status, rr.str("id_token") == raw2)
+			}
+		})
+	}
+}
+
+// TestUserinfoErrors: RFC 6750 §3 challenges.
+func TestUserinfoErrors(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	do := func(method, auth, body string) *http.Response {
+		req, _ := http.NewRequest(method, h.srv.URL+"/oauth2/userinfo", strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for name, resp := range map[string]*http.Response{
+		"bad bearer":    do(http.MethodGet, "Bearer ory_at_nope.nope", ""),
+		"bad post body": do(http.MethodPost, "", "access_token=garbage"),
+	} {
+		if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `Bearer`) ||
+			!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+			t.Errorf("%s: %d %q", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	if resp := do(http.MethodGet, "", ""); resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp := do(http.MethodGet, "Basic Zm9vOmJhcg==", ""); resp.StatusCode != 400 {
+		t.Errorf("Basic: %d", resp.StatusCode)
+	}
+}
