@@ -158,9 +158,8 @@ type metadata struct {
 	RequestURIParameterSupported      bool     `json:"request_uri_parameter_supported"`
 }
 
-// endSessionEndpoint is the RP-initiated logout endpoint, "" until one
-// exists.
-func (s *Server) endSessionEndpoint() string { return "" }
+// endSessionEndpoint is the RP-initiated logout endpoint (endsession.go).
+func (s *Server) endSessionEndpoint() string { return s.cfg.Issuer + pathEndSession }
 
 // claimsSupported are the claims authd can supply (OpenID Connect
 // Discovery 1.0 §3 claims_supported): the ID token's and the profile and

@@ -2,14 +2,19 @@ package oauth_test
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/authd/authd/storage"
 )
 
 // TestOIDCSignInGoOIDC signs in as a relying party built on
@@ -43,7 +48,8 @@ func TestOIDCSignInGoOIDC(t *testing.T) {
 
 			pkce := oauth2.GenerateVerifier()
 			nonce := "n-" + oauth2.GenerateVerifier()[:20]
-			loc := h.login(t, newBrowser(t), conf.AuthCodeURL("state-oidc-1", oauth2.S256ChallengeOption(pkce), oidc.Nonce(nonce)))
+			browser := newBrowser(t)
+			loc := h.login(t, browser, conf.AuthCodeURL("state-oidc-1", oauth2.S256ChallengeOption(pkce), oidc.Nonce(nonce)))
 			code := loc.Query().Get("code")
 			if code == "" || loc.Query().Get("iss") != h.srv.URL {
 				t.Fatalf("callback %s: want code and iss", loc)
@@ -115,6 +121,22 @@ func TestOIDCSignInGoOIDC(t *testing.T) {
 			if rr.status != 200 || rr.str("id_token") != raw2 {
 				t.Fatalf("retried refresh: %d; identical ID token: %v", rr.status, rr.str("id_token") == raw2)
 			}
+
+			// RP-initiated logout through end_session_endpoint with the
+			// ID token as hint and a registered post_logout_redirect_uri:
+			// redirected with state, and the session is gone.
+			registerPostLogout(t, h, publicClient, "com.example.app:/signed-out")
+			if claims.EndSession == "" {
+				t.Fatal("no end_session_endpoint in discovery")
+			}
+			lo := get(t, browser, claims.EndSession+"?"+url.Values{"id_token_hint": {raw},
+				"post_logout_redirect_uri": {"com.example.app:/signed-out"}, "state": {"bye-1"}}.Encode())
+			if lo.loc == nil || lo.loc.Scheme != "com.example.app" || lo.loc.Query().Get("state") != "bye-1" {
+				t.Fatalf("logout: %d %v", lo.status, lo.loc)
+			}
+			if p := get(t, browser, conf.AuthCodeURL("state-oidc-2", oauth2.S256ChallengeOption(pkce))); !strings.Contains(p.body, `name="password"`) {
+				t.Fatalf("session survived the logout: %d %v", p.status, p.loc)
+			}
 		})
 	}
 }
@@ -152,5 +174,63 @@ func TestUserinfoErrors(t *testing.T) {
 	}
 	if resp := do(http.MethodGet, "Basic Zm9vOmJhcg==", ""); resp.StatusCode != 400 {
 		t.Errorf("Basic: %d", resp.StatusCode)
+	}
+}
+
+// registerPostLogout adds a post_logout_redirect_uri to a seeded client.
+func registerPostLogout(t *testing.T, h *harness, clientID, uri string) {
+	t.Helper()
+	fc, err := h.store.GetClient(context.Background(), clientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fc.(*storage.Client).Clone()
+	c.PostLogoutRedirectURIs = append(c.PostLogoutRedirectURIs, uri)
+	c.UpdatedAt = time.Time{}
+	if err := h.store.UpdateClient(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndSessionAsksWithoutHint: without an id_token_hint the user is
+// asked (a CSRF-protected form); confirming ends the session and returns
+// to the registered post_logout_redirect_uri; an unregistered one is never
+// redirected to (RP-Initiated Logout 1.0 §2, §3).
+func TestEndSessionAsksWithoutHint(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	registerPostLogout(t, h, publicClient, "https://app.example.com/bye")
+	b := newBrowser(t)
+	h.login(t, b, h.oauthConfig(publicClient).AuthCodeURL("state-xxxxxx", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+
+	bad := get(t, b, h.srv.URL+"/oauth2/logout?"+url.Values{"client_id": {publicClient},
+		"post_logout_redirect_uri": {"https://evil.example/bye"}}.Encode())
+	if bad.loc != nil || bad.status != http.StatusBadRequest {
+		t.Fatalf("unregistered post_logout_redirect_uri: %d %v", bad.status, bad.loc)
+	}
+	p := get(t, b, h.srv.URL+"/oauth2/logout?"+url.Values{"client_id": {publicClient},
+		"post_logout_redirect_uri": {"https://app.example.com/bye"}, "state": {"s1"}}.Encode())
+	if p.loc != nil || !strings.Contains(p.body, `name="csrf_token"`) {
+		t.Fatalf("no confirmation form: %d %v", p.status, p.loc)
+	}
+	// Without the CSRF token: refused, still signed in.
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/oauth2/logout", strings.NewReader("client_id="+publicClient))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", h.srv.URL)
+	if resp, err := b.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("logout without CSRF token: %v %v", resp.StatusCode, err)
+	}
+	hidden := url.Values{}
+	for _, m := range regexp.MustCompile(`type="hidden" name="(client_id|post_logout_redirect_uri|state)" value="([^"]*)"`).FindAllStringSubmatch(p.body, -1) {
+		hidden.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if hidden.Get("post_logout_redirect_uri") == "" || hidden.Get("state") != "s1" {
+		t.Fatalf("the form does not carry the request on: %v", hidden)
+	}
+	done := submit(t, b, h.srv.URL, p, hidden)
+	if done.loc == nil || done.loc.Host != "app.example.com" || done.loc.Query().Get("state") != "s1" {
+		t.Fatalf("after confirming: %d %v", done.status, done.loc)
+	}
+	if p := get(t, b, h.oauthConfig(publicClient).AuthCodeURL("state-yyyyyy", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))); !strings.Contains(p.body, `name="password"`) {
+		t.Fatal("session survived the confirmed logout")
 	}
 }

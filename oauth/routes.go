@@ -18,6 +18,7 @@ const (
 	pathJWKS       = "/oauth2/jwks"
 	pathUserinfo   = "/oauth2/userinfo"
 	pathDiscovery  = "/.well-known/openid-configuration"
+	pathEndSession = "/oauth2/logout"
 )
 
 // routes registers every route of the public listener in one place: the
@@ -41,6 +42,7 @@ func (s *Server) routes() http.Handler {
 
 	r.Handle(pathAuthorize, html(s.handleAuthorize)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathEndSession, html(s.handleEndSession)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)

@@ -541,3 +541,32 @@ func (m *Manager) List(ctx context.Context) ([]KeyInfo, error) {
 	}
 	return out, nil
 }
+
+// ErrNotOurs is returned by Verify for a token not signed by a stored key.
+var ErrNotOurs = errors.New("signing: not signed by this server's keys")
+
+// Verify checks that token is a compact JWS signed by one of the stored
+// keys (in any state: an expired ID token still identifies its session as
+// an id_token_hint, RP-Initiated Logout 1.0 §2) and returns its payload. It
+// checks no claim; the caller does.
+func (m *Manager) Verify(ctx context.Context, token string) ([]byte, error) {
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, ErrNotOurs
+	}
+	set, err := m.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	for _, k := range set.keys {
+		if k.ID == kid {
+			payload, err := jws.Verify(k.public)
+			if err != nil {
+				return nil, ErrNotOurs
+			}
+			return payload, nil
+		}
+	}
+	return nil, ErrNotOurs
+}
