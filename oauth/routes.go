@@ -40,7 +40,7 @@ func (s *Server) routes() http.Handler {
 	}))
 	html := func(h http.HandlerFunc) http.Handler { return securityHeaders(cop.Handler(h)) }
 
-	r.Handle(pathAuthorize, html(s.handleAuthorize)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathAuthorize, authorizeByPost(html(s.handleAuthorize))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathEndSession, html(s.handleEndSession)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
@@ -83,4 +83,24 @@ func allowedMethods(router *mux.Router, req *http.Request) string {
 		}
 	}
 	return strings.Join(allowed, ", ")
+}
+
+// authorizeByPost accepts an authorization request sent by POST as a form
+// (OpenID Connect Core §3.1.2.1: the server MUST support GET and POST) by
+// redirecting it to the same request by GET, which is how every page of the
+// flow then sees it. It applies to a POST with no query and no "step"
+// field (the login and consent forms have one) that names a response_type;
+// it changes nothing, so it runs before the cross-origin check (a relying
+// party's auto-submitted form is cross-site by design).
+func authorizeByPost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
+			if err := r.ParseForm(); err == nil && !r.PostForm.Has("step") && r.PostForm.Has("response_type") {
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, pathAuthorize+"?"+r.PostForm.Encode(), http.StatusSeeOther)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
