@@ -24,10 +24,15 @@ import (
 // token verifies with the original auth_time, and a retried exchange that
 // returns the identical ID token. On PostgreSQL with Redis and on memory.
 func TestOIDCSignInGoOIDC(t *testing.T) {
-	for _, backend := range []string{"memory", "postgres"} {
+	for _, backend := range []string{"memory", "postgres"} { // postgres: with Redis
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOpts{backend: backend})
+			var h *harness
+			if backend == "postgres" {
+				h, _, _ = ownRedisHarness(t, nil) // PostgreSQL and a real Redis
+			} else {
+				h = newHarness(t, harnessOpts{backend: backend})
+			}
 			ctx := oidc.ClientContext(context.Background(), http.DefaultClient)
 			provider, err := oidc.NewProvider(ctx, h.srv.URL)
 			if err != nil {
