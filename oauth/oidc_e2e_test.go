@@ -239,3 +239,34 @@ func TestEndSessionAsksWithoutHint(t *testing.T) {
 		t.Fatal("session survived the confirmed logout")
 	}
 }
+
+// TestRefreshIssuedBeforeOIDC: a refresh token whose stored session
+// predates ID tokens (no sid, auth_time or nonce in it) keeps working; its
+// refresh gets an ID token for the same sub, without auth_time rather than
+// an invented one (issue 12 item 2).
+func TestRefreshIssuedBeforeOIDC(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "postgres"})
+	code, v := h.code(t, publicClient)
+	first := h.redeem(t, code, v)
+	if _, err := h.pool.Exec(context.Background(), `UPDATE refresh_tokens SET session = session - 'extra'`); err != nil {
+		t.Fatal(err)
+	}
+	r := h.postForm(t, "/oauth2/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {publicClient},
+		"refresh_token": {first.str("refresh_token")}}, "", "")
+	if r.status != 200 || r.str("id_token") == "" {
+		t.Fatalf("refresh of a pre-OIDC grant: %d %v", r.status, r.body)
+	}
+	provider, err := oidc.NewProvider(context.Background(), h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idt, err := provider.Verifier(&oidc.Config{ClientID: publicClient}).Verify(context.Background(), r.str("id_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	_ = idt.Claims(&c)
+	if c["auth_time"] != nil || c["sid"] != nil || idt.Subject == "" {
+		t.Fatalf("claims %v", c)
+	}
+}
