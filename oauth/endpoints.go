@@ -195,6 +195,7 @@ func (s *Server) metadataDocument() metadata {
 		ClaimsSupported:                   claimsSupported,
 		CodeChallengeMethodsSupported:     methods,
 		IssParameterSupported:             true,
+		PromptValuesSupported:             []string{"none", "login", "consent", "select_account"},
 	}
 }
 
