@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -436,3 +437,30 @@ func TestConformanceCodeReuse30Seconds(t *testing.T) {
 		t.Fatal("the access token survived the late reuse")
 	}
 }
+
+// TestIDTokenSignedResponseAlg: a client registered with
+// id_token_signed_response_alg ES256 gets ES256 ID tokens (kid in the
+// header) that verify with the JWKS; others get RS256 (OIDC Core §15.1).
+func TestIDTokenSignedResponseAlg(t *testing.T) {
+	c := newConformance(t, nil)
+	ctx := context.Background()
+	fc, _ := c.h.store.GetClient(ctx, confClient)
+	cl := fc.(*storage.Client).Clone()
+	cl.IDTokenSignedResponseAlg = "ES256"
+	cl.UpdatedAt = time.Time{}
+	if err := c.h.store.UpdateClient(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	for client, want := range map[string]string{confClient: "ES256", publicClient: "RS256"} {
+		res := c.signIn(t, newBrowser(t), client, "openid", nil)
+		c.verify(t, client, res)
+		var hdr struct{ Alg, Kid string }
+		seg, _ := base64URLDecode(strings.Split(res.str("id_token"), ".")[0])
+		_ = json.Unmarshal(seg, &hdr)
+		if hdr.Alg != want || hdr.Kid == "" {
+			t.Errorf("%s: header %+v, want alg %s with a kid", client, hdr, want)
+		}
+	}
+}
+
+func base64URLDecode(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
