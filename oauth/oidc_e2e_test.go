@@ -217,12 +217,20 @@ func TestEndSessionAsksWithoutHint(t *testing.T) {
 	if p.loc != nil || !strings.Contains(p.body, `name="csrf_token"`) {
 		t.Fatalf("no confirmation form: %d %v", p.status, p.loc)
 	}
-	// Without the CSRF token: refused, still signed in.
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/oauth2/logout", strings.NewReader("client_id="+publicClient))
+	// A wrong CSRF token: refused, still signed in.
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/oauth2/logout", strings.NewReader("client_id="+publicClient+"&csrf_token=forged"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", h.srv.URL)
 	if resp, err := b.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("logout without CSRF token: %v %v", resp.StatusCode, err)
+		t.Fatalf("logout with a forged CSRF token: %v %v", resp.StatusCode, err)
+	}
+	// A relying party's POST (no csrf_token) is the same request by GET:
+	// the confirmation form again, not a sign-out.
+	req, _ = http.NewRequest(http.MethodPost, h.srv.URL+"/oauth2/logout", strings.NewReader("client_id="+publicClient))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err := b.Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/oauth2/logout?") {
+		t.Fatalf("RP POST to end_session_endpoint: %v %v", resp.StatusCode, err)
 	}
 	hidden := url.Values{}
 	for _, m := range regexp.MustCompile(`type="hidden" name="(client_id|post_logout_redirect_uri|state)" value="([^"]*)"`).FindAllStringSubmatch(p.body, -1) {

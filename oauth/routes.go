@@ -42,7 +42,7 @@ func (s *Server) routes() http.Handler {
 
 	r.Handle(pathAuthorize, authorizeByPost(html(s.handleAuthorize))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
-	r.Handle(pathEndSession, html(s.handleEndSession)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
@@ -98,6 +98,24 @@ func authorizeByPost(next http.Handler) http.Handler {
 			if err := r.ParseForm(); err == nil && !r.PostForm.Has("step") && r.PostForm.Has("response_type") {
 				w.Header().Set("Cache-Control", "no-store")
 				http.Redirect(w, r, pathAuthorize+"?"+r.PostForm.Encode(), http.StatusSeeOther)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// endSessionByPost accepts a logout request a relying party sends by POST
+// (RP-Initiated Logout 1.0 §2: the OP MUST support GET and POST) by
+// redirecting it to the same request by GET. It applies to a POST without
+// the confirmation form's csrf_token; like authorizeByPost it changes
+// nothing and runs before the cross-origin check.
+func endSessionByPost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
+			if err := r.ParseForm(); err == nil && !r.PostForm.Has("csrf_token") {
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, pathEndSession+"?"+r.PostForm.Encode(), http.StatusSeeOther)
 				return
 			}
 		}
