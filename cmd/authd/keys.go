@@ -22,7 +22,7 @@ type keysConfig struct {
 
 func (k *keysConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&k.Rotation, "key-rotation", 720*time.Hour, "age at which the ID token signing keys are replaced by the rotation job (AUTHD_KEY_ROTATION)")
-	fs.DurationVar(&k.Prepublish, "key-prepublish", 24*time.Hour, "how long a new signing key is in the JWKS before it signs; at most half of AUTHD_KEY_ROTATION (AUTHD_KEY_PREPUBLISH)")
+	fs.DurationVar(&k.Prepublish, "key-prepublish", 0, "how long a new signing key is in the JWKS before it signs, at most half of AUTHD_KEY_ROTATION; 0: 24h or half of AUTHD_KEY_ROTATION if less (AUTHD_KEY_PREPUBLISH)")
 	fs.DurationVar(&k.IDTokenTTL, "id-token-ttl", time.Hour, "ID token lifetime; a retired key stays published this long (AUTHD_ID_TOKEN_TTL)")
 }
 
@@ -31,7 +31,10 @@ func (k *keysConfig) validate() error {
 	if k.Rotation < 20*time.Millisecond {
 		return usagef("AUTHD_KEY_ROTATION: must be at least 20ms (got %s)", k.Rotation)
 	}
-	if k.Prepublish <= 0 || k.Prepublish > k.Rotation/2 {
+	if k.Prepublish == 0 {
+		k.Prepublish = min(24*time.Hour, k.Rotation/2)
+	}
+	if k.Prepublish < 0 || k.Prepublish > k.Rotation/2 {
 		return usagef("AUTHD_KEY_PREPUBLISH: must be positive and at most half of AUTHD_KEY_ROTATION (%s), got %s", k.Rotation, k.Prepublish)
 	}
 	if k.IDTokenTTL < time.Second {
