@@ -32,6 +32,14 @@ type ClientMetadata struct {
 	Contacts  []string `json:"contacts,omitempty"`
 	// SkipConsent marks a first-party app whose users see no consent page.
 	SkipConsent bool `json:"skip_consent,omitempty"`
+	// PostLogoutRedirectURIs are where RP-initiated logout may return the
+	// browser (OpenID Connect RP-Initiated Logout 1.0 §3.1), matched
+	// exactly; validated like redirect_uris.
+	PostLogoutRedirectURIs []string `json:"post_logout_redirect_uris,omitempty"`
+	// IDTokenSignedResponseAlg is the client's ID token alg (OpenID
+	// Connect Dynamic Client Registration 1.0 §2): RS256 (the default)
+	// or ES256.
+	IDTokenSignedResponseAlg string `json:"id_token_signed_response_alg,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -260,6 +268,20 @@ func validateMetadata(m *ClientMetadata) error {
 			return err
 		}
 	}
+	if len(m.PostLogoutRedirectURIs) > maxRedirectURIs {
+		return invalidMetadata("at most %d post_logout_redirect_uris", maxRedirectURIs)
+	}
+	for _, u := range m.PostLogoutRedirectURIs {
+		if err := ValidateRedirectURI(u); err != nil {
+			return invalidMetadata("post_logout_redirect_uris: %v", err)
+		}
+	}
+	switch m.IDTokenSignedResponseAlg {
+	case "", "RS256", "ES256":
+	default:
+		// OIDC Core §15.1: RS256 is mandatory; "none" is never accepted.
+		return invalidMetadata("id_token_signed_response_alg %q is not supported (RS256, ES256)", m.IDTokenSignedResponseAlg)
+	}
 	if len(m.ClientName) > maxClientNameLen || hasControl(m.ClientName) {
 		return invalidMetadata("client_name must be at most %d bytes of text without control characters", maxClientNameLen)
 	}
@@ -340,19 +362,21 @@ func NewClientSecret() string { return randomString(32) }
 // validated metadata (see validateMetadata). It has no secret.
 func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt time.Time) *storage.Client {
 	return &storage.Client{
-		ID:                      id,
-		Name:                    meta.ClientName,
-		RedirectURIs:            slices.Clone(meta.RedirectURIs),
-		GrantTypes:              slices.Clone(meta.GrantTypes),
-		ResponseTypes:           slices.Clone(meta.ResponseTypes),
-		Scopes:                  strings.Fields(meta.Scope),
-		TokenEndpointAuthMethod: meta.TokenEndpointAuthMethod,
-		ClientURI:               meta.ClientURI,
-		LogoURI:                 meta.LogoURI,
-		Contacts:                slices.Clone(meta.Contacts),
-		SkipConsent:             meta.SkipConsent,
-		CreatedAt:               storage.NormalizeTime(createdAt),
-		UpdatedAt:               storage.NormalizeTime(updatedAt),
+		ID:                       id,
+		Name:                     meta.ClientName,
+		RedirectURIs:             slices.Clone(meta.RedirectURIs),
+		GrantTypes:               slices.Clone(meta.GrantTypes),
+		ResponseTypes:            slices.Clone(meta.ResponseTypes),
+		Scopes:                   strings.Fields(meta.Scope),
+		TokenEndpointAuthMethod:  meta.TokenEndpointAuthMethod,
+		ClientURI:                meta.ClientURI,
+		LogoURI:                  meta.LogoURI,
+		Contacts:                 slices.Clone(meta.Contacts),
+		SkipConsent:              meta.SkipConsent,
+		PostLogoutRedirectURIs:   slices.Clone(meta.PostLogoutRedirectURIs),
+		IDTokenSignedResponseAlg: meta.IDTokenSignedResponseAlg,
+		CreatedAt:                storage.NormalizeTime(createdAt),
+		UpdatedAt:                storage.NormalizeTime(updatedAt),
 	}
 }
 
@@ -365,16 +389,18 @@ func clientInformation(c *storage.Client) *ClientInformation {
 		ClientID:         c.ID,
 		ClientIDIssuedAt: c.CreatedAt.Unix(),
 		ClientMetadata: ClientMetadata{
-			ClientName:              c.Name,
-			RedirectURIs:            slices.Clone(c.RedirectURIs),
-			GrantTypes:              slices.Clone(c.GrantTypes),
-			ResponseTypes:           slices.Clone(c.ResponseTypes),
-			TokenEndpointAuthMethod: c.TokenEndpointAuthMethod,
-			Scope:                   strings.Join(c.Scopes, " "),
-			ClientURI:               c.ClientURI,
-			LogoURI:                 c.LogoURI,
-			Contacts:                slices.Clone(c.Contacts),
-			SkipConsent:             c.SkipConsent,
+			ClientName:               c.Name,
+			RedirectURIs:             slices.Clone(c.RedirectURIs),
+			GrantTypes:               slices.Clone(c.GrantTypes),
+			ResponseTypes:            slices.Clone(c.ResponseTypes),
+			TokenEndpointAuthMethod:  c.TokenEndpointAuthMethod,
+			Scope:                    strings.Join(c.Scopes, " "),
+			ClientURI:                c.ClientURI,
+			LogoURI:                  c.LogoURI,
+			Contacts:                 slices.Clone(c.Contacts),
+			SkipConsent:              c.SkipConsent,
+			PostLogoutRedirectURIs:   slices.Clone(c.PostLogoutRedirectURIs),
+			IDTokenSignedResponseAlg: c.IDTokenSignedResponseAlg,
 		},
 	}
 	if info.RedirectURIs == nil {

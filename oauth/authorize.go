@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -21,6 +22,8 @@ var authorizeErrorCodes = map[string]bool{
 	"invalid_request": true, "unauthorized_client": true, "access_denied": true,
 	"unsupported_response_type": true, "invalid_scope": true, "server_error": true,
 	"temporarily_unavailable": true,
+	// OpenID Connect Core §3.1.2.6, for prompt=none.
+	"login_required": true, "consent_required": true, "interaction_required": true,
 }
 
 // maxStateLen bounds the state parameter (bytes); longer requests get an
@@ -121,6 +124,11 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	}
 
 	cur, isSignedIn := s.currentSession(ctx, r)
+	authn, err := s.authnParamsOf(r, ar)
+	if err != nil {
+		s.writeAuthorizeError(w, ar, err)
+		return
+	}
 
 	if post != nil {
 		if !s.cookies.checkCSRF(r) {
@@ -170,8 +178,19 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if authn.prompt["none"] {
+		s.silentAuthorize(w, r, ar, client, authn, cur, isSignedIn)
+		return
+	}
 	if !isSignedIn {
-		s.renderLogin(w, r, http.StatusOK, client, loginPage{})
+		s.renderLogin(w, r, http.StatusOK, client, loginPage{username: authn.loginHint})
+		return
+	}
+	if s.reauthenticate(authn, cur) {
+		// prompt=login, max_age exceeded, or a hint for another user:
+		// the password again; the new session carries a new auth_time.
+		s.renderLogin(w, r, http.StatusOK, client, loginPage{username: cmp.Or(authn.loginHint, cur.user.Username),
+			msg: "Please enter your password again to continue."})
 		return
 	}
 	if s.needsConsent(ctx, client, cur.user.Subject, ar) {
@@ -246,7 +265,13 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 // needsConsent reports whether the consent page must be shown: the client
 // is not first-party (skip_consent) and the user's remembered consent does
 // not cover every requested scope.
+//
+// prompt=consent (OpenID Connect Core §3.1.2.1) always asks, also a
+// first-party client's users.
 func (s *Server) needsConsent(ctx context.Context, c *storage.Client, subject string, ar fosite.AuthorizeRequester) bool {
+	if slices.Contains(strings.Fields(ar.GetRequestForm().Get("prompt")), "consent") {
+		return true
+	}
 	if c.SkipConsent {
 		return false
 	}
@@ -280,7 +305,12 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		return
 	}
 	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
-	resp, err := s.provider.NewAuthorizeResponse(tx, ar, userSession(cur.user, cur.session))
+	sess := userSession(cur.user, cur.session)
+	// OpenID Connect Core §3.1.2.1: the nonce is echoed in the ID token.
+	if n := ar.GetRequestForm().Get("nonce"); n != "" {
+		sess.Extra["nonce"] = n
+	}
+	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
 		return

@@ -82,6 +82,16 @@ type Config struct {
 	// default) turns it off. It changes nothing else: every exchange is one
 	// write transaction either way.
 	ClientCacheTTL time.Duration
+	// IDTokenTTL is the ID token lifetime (default 1h; OpenID Connect
+	// Core §2 "exp").
+	IDTokenTTL time.Duration
+	// KeyRotation is the age at which the ID token signing keys are
+	// replaced (default 720h); KeyPrepublish how long a new key is in the
+	// JWKS before it signs (default 24h, at most KeyRotation/2). A retired
+	// key stays published until every ID token it signed has expired
+	// (package signing).
+	KeyRotation   time.Duration
+	KeyPrepublish time.Duration
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.
@@ -140,6 +150,15 @@ func (c *Config) applyDefaults() {
 	if c.SilentSSO == "" {
 		c.SilentSSO = SilentSSOAssured
 	}
+	if c.IDTokenTTL == 0 {
+		c.IDTokenTTL = time.Hour
+	}
+	if c.KeyRotation == 0 {
+		c.KeyRotation = 720 * time.Hour
+	}
+	if c.KeyPrepublish == 0 {
+		c.KeyPrepublish = min(24*time.Hour, c.KeyRotation/2)
+	}
 	if c.IdempotencyKeyTTL == 0 {
 		c.IdempotencyKeyTTL = 24 * time.Hour
 	}
@@ -170,6 +189,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionIdleTTL > c.SessionTTL {
 		return fmt.Errorf("session idle TTL: %s is longer than the session TTL %s", c.SessionIdleTTL, c.SessionTTL)
+	}
+	if c.IDTokenTTL < time.Second {
+		return fmt.Errorf("ID token TTL: must be at least 1s, got %s", c.IDTokenTTL)
+	}
+	if c.KeyPrepublish <= 0 || c.KeyPrepublish > c.KeyRotation/2 {
+		return fmt.Errorf("key prepublish: %s must be positive and at most half the key rotation %s", c.KeyPrepublish, c.KeyRotation)
 	}
 	if c.SilentSSO != SilentSSOAssured && c.SilentSSO != SilentSSONever {
 		return fmt.Errorf("silent SSO: %q is not %q or %q", c.SilentSSO, SilentSSOAssured, SilentSSONever)

@@ -9,6 +9,19 @@
 // come from package secrets. /metrics, /healthz and /readyz are not served
 // here but on the operations listener (package ops).
 //
+// It is also the OpenID Provider (OpenID Connect Core, Discovery and
+// RP-Initiated Logout 1.0): discovery (endpoints.go), the JWKS (jwks.go),
+// ID tokens (idtoken.go), UserInfo (userinfo.go), the authentication
+// request parameters (prompt.go) and the end_session_endpoint
+// (endsession.go). ID tokens are signed by authd's own signer (package
+// signing, go-jose) inside grantExchanger's transaction rather than by
+// fosite's handler/openid: that handler signs in PopulateTokenEndpointResponse
+// from an OpenIDConnectRequestStorage session of its own, which would be a
+// second store read and write inside the one exchange transaction and a
+// signer that loads keys there; here the keys are loaded before the
+// transaction (signing.Manager.Prepare), signing does no I/O, and the ID
+// token is sealed into the replay record with the rest of the response.
+//
 // It is the only package that knows both fosite and the replay cache.
 // Everything it needs is passed to New explicitly (Config, Deps): it holds no
 // package-level state. It must never log a code, token, code_verifier, client

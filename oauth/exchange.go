@@ -13,6 +13,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
 
@@ -51,6 +52,10 @@ type tokenBody struct {
 	ExpiresIn    int64  `json:"expires_in"`
 	Scope        string `json:"scope,omitempty"`
 	RefreshToken string `json:"refresh_token,omitempty"`
+	// IDToken is the OpenID Connect ID token (Core §3.1.3.3), when the
+	// granted scope includes openid. It is sealed with the rest, so a
+	// replay returns the same ID token byte for byte.
+	IDToken string `json:"id_token,omitempty"`
 }
 
 // exchangeStore is what grantExchanger needs of storage.
@@ -92,6 +97,14 @@ type grantExchanger struct {
 	log      *slog.Logger
 	// afterCommit is Deps.AfterExchangeCommit (crash tests only).
 	afterCommit func()
+	// keys signs ID tokens (idtoken.go); issuer and idTokenTTL are their
+	// iss and lifetime; users reads the profile claims.
+	keys       *signing.Manager
+	issuer     string
+	idTokenTTL time.Duration
+	users      interface {
+		GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
+	}
 }
 
 func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
@@ -102,6 +115,16 @@ func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answ
 	}
 	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
 		return nil, err
+	}
+	// The ID token signing keys are loaded now, not in the transaction:
+	// signing in it then does no I/O and cannot fail for want of a key.
+	// (fosite grants the code's scopes only when it populates the
+	// response, so whether one is needed is not known yet; in the steady
+	// state this is a memory read.)
+	if x.keys != nil {
+		if err := x.keys.Prepare(ctx); err != nil {
+			return nil, fosite.ErrServerError.WithWrap(err).WithHint("The ID token signing keys are unavailable; nothing was used up, retry.")
+		}
 	}
 	// One transaction; the token writes travel with the replay record
 	// (storage.Batcher).
@@ -143,6 +166,12 @@ func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite
 		Scope:       strings.Join(ar.GetGrantedScopes(), " "),
 	}}
 	a.body.RefreshToken, _ = resp.GetExtra("refresh_token").(string)
+	// Signed here, inside the transaction and before the replay record is
+	// sealed: a failure rolls back (the code stays unused), and a replay
+	// returns this very ID token.
+	if a.body.IDToken, err = x.idToken(ctx, req, ar, a.body.AccessToken); err != nil {
+		return nil, err
+	}
 	if req.id.key == "" || x.window <= 0 {
 		return a, nil
 	}

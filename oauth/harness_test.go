@@ -277,6 +277,19 @@ func (h *harness) code(t testing.TB, clientID string) (code, verifier string) {
 	return code, verifier
 }
 
+// codeWithScope is code with the given scope.
+func (h *harness) codeWithScope(t testing.TB, clientID, scope string) (code, verifier string) {
+	t.Helper()
+	verifier = oauth2.GenerateVerifier()
+	conf := h.oauthConfig(clientID)
+	conf.Scopes = strings.Fields(scope)
+	loc := h.login(t, newBrowser(t), conf.AuthCodeURL("state-0123", oauth2.S256ChallengeOption(verifier)))
+	if code = loc.Query().Get("code"); code == "" {
+		t.Fatalf("no code in %s", loc)
+	}
+	return code, verifier
+}
+
 // tokenResult is a raw token endpoint answer.
 type tokenResult struct {
 	status int

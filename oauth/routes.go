@@ -15,6 +15,10 @@ const (
 	pathIntrospect = "/oauth2/introspect"
 	pathLogout     = "/logout"
 	pathMetadata   = "/.well-known/oauth-authorization-server"
+	pathJWKS       = "/oauth2/jwks"
+	pathUserinfo   = "/oauth2/userinfo"
+	pathDiscovery  = "/.well-known/openid-configuration"
+	pathEndSession = "/oauth2/logout"
 )
 
 // routes registers every route of the public listener in one place: the
@@ -36,13 +40,17 @@ func (s *Server) routes() http.Handler {
 	}))
 	html := func(h http.HandlerFunc) http.Handler { return securityHeaders(cop.Handler(h)) }
 
-	r.Handle(pathAuthorize, html(s.handleAuthorize)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathAuthorize, authorizeByPost(html(s.handleAuthorize))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
+	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)
+	r.HandleFunc(pathDiscovery, s.handleMetadata).Methods(http.MethodGet)
+	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 	if s.cfg.DemoVerifier != "" {
@@ -75,4 +83,42 @@ func allowedMethods(router *mux.Router, req *http.Request) string {
 		}
 	}
 	return strings.Join(allowed, ", ")
+}
+
+// authorizeByPost accepts an authorization request sent by POST as a form
+// (OpenID Connect Core §3.1.2.1: the server MUST support GET and POST) by
+// redirecting it to the same request by GET, which is how every page of the
+// flow then sees it. It applies to a POST with no query and no "step"
+// field (the login and consent forms have one) that names a response_type;
+// it changes nothing, so it runs before the cross-origin check (a relying
+// party's auto-submitted form is cross-site by design).
+func authorizeByPost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
+			if err := r.ParseForm(); err == nil && !r.PostForm.Has("step") && r.PostForm.Has("response_type") {
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, pathAuthorize+"?"+r.PostForm.Encode(), http.StatusSeeOther)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// endSessionByPost accepts a logout request a relying party sends by POST
+// (RP-Initiated Logout 1.0 §2: the OP MUST support GET and POST) by
+// redirecting it to the same request by GET. It applies to a POST without
+// the confirmation form's csrf_token; like authorizeByPost it changes
+// nothing and runs before the cross-origin check.
+func endSessionByPost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
+			if err := r.ParseForm(); err == nil && !r.PostForm.Has("csrf_token") {
+				w.Header().Set("Cache-Control", "no-store")
+				http.Redirect(w, r, pathEndSession+"?"+r.PostForm.Encode(), http.StatusSeeOther)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -16,22 +16,27 @@ type sealedResponse struct {
 	Scope     []string
 }
 
-// sealedVersion is the first byte of the encoding; a record of another
-// version does not open (a retry then is treated as reuse).
-const sealedVersion = 1
+// sealedVersion is the first byte of the encoding. Version 2 added the
+// id_token after refresh_token; version 1 (written before ID tokens, still
+// in replay windows during an upgrade) decodes with no ID token. A record
+// of any other version does not open (a retry then is treated as reuse).
+const (
+	sealedVersion   = 2
+	sealedVersionV1 = 1
+)
 
 var errSealedFormat = errors.New("oauth: malformed sealed response")
 
 // marshal encodes r compactly: a version byte, the access token's expiry
 // (Unix seconds, 8 bytes), then uvarint-length-prefixed access_token,
-// token_type, scope and refresh_token, then the count of requested scopes
+// token_type, scope, refresh_token and id_token, then the count of requested scopes
 // and each of them. Replays decode it on the hot path, where JSON cost
 // more than the AEAD.
 func (r *sealedResponse) marshal() []byte {
-	b := make([]byte, 0, 16+len(r.Body.AccessToken)+len(r.Body.TokenType)+len(r.Body.Scope)+len(r.Body.RefreshToken)+8*len(r.Scope))
+	b := make([]byte, 0, 20+len(r.Body.AccessToken)+len(r.Body.TokenType)+len(r.Body.Scope)+len(r.Body.RefreshToken)+len(r.Body.IDToken)+8*len(r.Scope))
 	b = append(b, sealedVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.ExpiresAt.Unix()))
-	for _, s := range []string{r.Body.AccessToken, r.Body.TokenType, r.Body.Scope, r.Body.RefreshToken} {
+	for _, s := range []string{r.Body.AccessToken, r.Body.TokenType, r.Body.Scope, r.Body.RefreshToken, r.Body.IDToken} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -48,9 +53,10 @@ func (r *sealedResponse) marshal() []byte {
 
 // unmarshal decodes what marshal encoded.
 func (r *sealedResponse) unmarshal(b []byte) error {
-	if len(b) < 9 || b[0] != sealedVersion {
+	if len(b) < 9 || (b[0] != sealedVersion && b[0] != sealedVersionV1) {
 		return errSealedFormat
 	}
+	version := b[0]
 	r.ExpiresAt = time.Unix(int64(binary.BigEndian.Uint64(b[1:9])), 0)
 	b = b[9:]
 	next := func() (string, bool) {
@@ -62,12 +68,16 @@ func (r *sealedResponse) unmarshal(b []byte) error {
 		b = b[k+int(n):]
 		return s, true
 	}
-	var ok [4]bool
+	var ok [5]bool
 	r.Body.AccessToken, ok[0] = next()
 	r.Body.TokenType, ok[1] = next()
 	r.Body.Scope, ok[2] = next()
 	r.Body.RefreshToken, ok[3] = next()
-	if !ok[0] || !ok[1] || !ok[2] || !ok[3] {
+	r.Body.IDToken, ok[4] = "", true
+	if version >= 2 {
+		r.Body.IDToken, ok[4] = next()
+	}
+	if !ok[0] || !ok[1] || !ok[2] || !ok[3] || !ok[4] {
 		return errSealedFormat
 	}
 	n, k := binary.Uvarint(b)

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -42,6 +44,9 @@ type Server struct {
 	grants        map[string]grant
 	exchanger     exchanger
 	authFailLimit *failureLimiter
+
+	// keys signs ID tokens and serves the JWKS (package signing).
+	keys *signing.Manager
 
 	loginLimit  *loginLimiter
 	clientLimit *clientLimiter
@@ -95,6 +100,22 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
 	})
 	s.revoker = revoking
+	keys, err := signing.New(deps.Store, signing.Config{
+		Secret: cfg.Secret, RotateEvery: cfg.KeyRotation, Prepublish: cfg.KeyPrepublish,
+		TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.keys = keys
+	// First start: generate the signing keys now, outside any exchange
+	// (serve also calls Ensure, and fails if it cannot). If the store is
+	// unreachable here, the first exchange that needs a key creates it.
+	ectx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if err := keys.Ensure(ectx); err != nil {
+		deps.Logger.Warn("signing keys not loaded at start; retried on first use", "error", err)
+	}
+	cancel()
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, revoking, s.clientAuth)
 	s.grants = s.provider.grants()
@@ -104,7 +125,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		window = 0
 	}
 	s.exchanger = &grantExchanger{provider: s.provider, store: revoking, sealKey: sealKey,
-		window: window, now: deps.Now, log: deps.Logger, afterCommit: deps.AfterExchangeCommit}
+		window: window, now: deps.Now, log: deps.Logger, afterCommit: deps.AfterExchangeCommit,
+		keys: keys, issuer: cfg.Issuer, idTokenTTL: cfg.IDTokenTTL, users: deps.Store}
 	if cache != nil {
 		s.exchanger = &replayCache{next: s.exchanger, cache: cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
@@ -126,6 +148,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // Registry returns the Prometheus registry holding the server's metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.registry }
+
+// Keys returns the ID token signing keys: serve runs their rotation job
+// (Keys().Kind()) and `authd keys` lists and rotates them.
+func (s *Server) Keys() *signing.Manager { return s.keys }
 
 // Hasher returns the client-secret hasher, for registering clients.
 func (s *Server) Hasher() fosite.Hasher { return s.hasher }

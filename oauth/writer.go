@@ -97,6 +97,28 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, oauthErrorBody{Error: code, Description: errorDescription(desc)})
 }
 
+// writeBearerError writes an error of a resource served with a Bearer
+// token (the UserInfo endpoint) per RFC 6750 §3: the WWW-Authenticate
+// challenge carries the error code and description (§3.1), and so does a
+// JSON body like every other error. An empty code is the challenge alone
+// (a request without credentials, §3.1).
+func (s *Server) writeBearerError(w http.ResponseWriter, r *http.Request, status int, code, desc string) {
+	desc = errorDescription(desc)
+	challenge := `Bearer realm="authd"`
+	if code != "" {
+		challenge += `, error="` + code + `"`
+		if desc != "" {
+			challenge += `, error_description="` + desc + `"`
+		}
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	if code == "" {
+		code = "invalid_request"
+		desc = "The request carries no access token."
+	}
+	writeJSON(w, status, oauthErrorBody{Error: code, Description: desc})
+}
+
 // errorDescription returns d with only the characters RFC 6749 §5.2 allows
 // in error_description (%x20-21 / %x23-5B / %x5D-7E): "§" becomes
 // "Section", "…" becomes "...", a double quote a single one, and any other

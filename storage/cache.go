@@ -138,5 +138,6 @@ func (c *Client) Clone() *Client {
 	d.ResponseTypes = slices.Clone(c.ResponseTypes)
 	d.Scopes = slices.Clone(c.Scopes)
 	d.Contacts = slices.Clone(c.Contacts)
+	d.PostLogoutRedirectURIs = slices.Clone(c.PostLogoutRedirectURIs)
 	return &d
 }

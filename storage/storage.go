@@ -60,6 +60,14 @@ type Client struct {
 	ClientURI string
 	LogoURI   string
 	Contacts  []string
+	// PostLogoutRedirectURIs are where RP-initiated logout may send the
+	// browser afterwards (OpenID Connect RP-Initiated Logout 1.0 §3.1),
+	// matched exactly.
+	PostLogoutRedirectURIs []string
+	// IDTokenSignedResponseAlg is the JWS alg of the client's ID tokens
+	// (OpenID Connect Dynamic Client Registration §2): "RS256" (the
+	// default, when empty) or "ES256".
+	IDTokenSignedResponseAlg string
 	// SkipConsent marks a first-party client whose users are not asked
 	// for consent.
 	SkipConsent bool
@@ -193,4 +201,5 @@ type Store interface {
 	ReplayStore
 	GrantChecker
 	Batcher
+	SigningKeyStore
 }

@@ -44,6 +44,7 @@ type config struct {
 	perf            perfConfig   // client cache (perf.go)
 	ops             opsConfig    // operations listener (ops.go)
 	people          peopleConfig // sessions and consent (people.go)
+	keys            keysConfig   // ID token signing keys (keys.go)
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -70,6 +71,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.perf.flags(fs)
 	c.ops.flags(fs)
 	c.people.flags(fs)
+	c.keys.flags(fs)
 }
 
 // parse parses args, then fills every flag not given on the command line
@@ -196,7 +198,12 @@ func (c *config) validate(requireSecret bool) error {
 		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
 	}
 	if c.people.SessionTTL != 0 { // the server commands register these flags
-		return c.people.validate()
+		if err := c.people.validate(); err != nil {
+			return err
+		}
+	}
+	if c.keys.Rotation != 0 {
+		return c.keys.validate()
 	}
 	return nil
 }
@@ -318,6 +325,7 @@ func (c *config) oauthConfig() oauth.Config {
 		ClientCacheTTL:   c.perf.ClientCacheTTL,
 	}
 	c.people.apply(&oc)
+	c.keys.apply(&oc)
 	if c.ReplayWindow == 0 {
 		oc.DisableReplay = true
 		oc.ReplayWindow = -1

@@ -157,6 +157,11 @@ func TestRetryAfterProcessKilledAfterCommit(t *testing.T) {
 	if status != 200 || second["access_token"] != first["access_token"] || second["refresh_token"] != first["refresh_token"] {
 		t.Fatalf("second retry on B: %d %v, want %v", status, second, first)
 	}
+	// The ID token A signed before its commit is part of the record: B
+	// answers it byte for byte (issue 12 item 4).
+	if first["id_token"] == nil || second["id_token"] != first["id_token"] {
+		t.Fatalf("retries on B: ID tokens %v and %v, want the one A signed", first["id_token"], second["id_token"])
+	}
 	var tokens int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM access_tokens`).Scan(&tokens); err != nil || tokens != 1 {
 		t.Fatalf("%d access tokens after the retries (%v), want the 1 the first attempt issued", tokens, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authd/authd/jobs"
+	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
 
@@ -72,14 +73,17 @@ func (j *jobsConfig) janitorConfig(log *slog.Logger, m *jobs.Metrics) jobs.Janit
 type jobStore interface {
 	jobs.Store
 	storage.Cleaner
+	storage.SigningKeyStore
 }
 
 // newJanitorWorker returns a Worker running the janitor on s.
-func newJanitorWorker(ctx context.Context, j jobsConfig, s jobStore, log *slog.Logger, m *jobs.Metrics) (*jobs.Worker, error) {
+// extra are further recurring kinds (the signing key rotation).
+func newJanitorWorker(ctx context.Context, j jobsConfig, s jobStore, log *slog.Logger, m *jobs.Metrics, extra ...jobs.Kind) (*jobs.Worker, error) {
 	kinds, err := jobs.JanitorKinds(ctx, s, j.janitorConfig(log, m))
 	if err != nil {
 		return nil, err
 	}
+	kinds = append(kinds, extra...)
 	// Poll often enough for short test intervals, at most once a second.
 	poll := min(time.Second, max(j.Interval/4, 10*time.Millisecond))
 	return jobs.NewWorker(s, jobs.Config{Lease: j.Lease, Poll: poll, Logger: log, Metrics: m}, kinds...)
@@ -88,20 +92,22 @@ func newJanitorWorker(ctx context.Context, j jobsConfig, s jobStore, log *slog.L
 // startJobs starts the background work of serve and dev unless
 // AUTHD_JANITOR=off: on PostgreSQL a job worker running the janitor (any
 // number of replicas may), on the memory store an in-process sweeper. Its
-// metrics go to reg. stop cancels the work and waits for it to end.
-func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+// metrics go to reg. The worker also runs the signing key rotation (keys);
+// on the memory store it runs in process. stop cancels the work and waits
+// for it to end.
+func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prometheus.Registerer, log *slog.Logger, keys *signing.Manager) (stop func(), err error) {
 	if err := j.validate(); err != nil {
 		return nil, err
 	}
 	if j.Janitor == "off" {
-		log.Info("janitor off (AUTHD_JANITOR=off): expired rows are not deleted by this process")
+		log.Info("janitor off (AUTHD_JANITOR=off): expired rows are not deleted and signing keys not rotated by this process (authd janitor does both)")
 		return func() {}, nil
 	}
 	m := jobs.NewMetrics(reg)
 	var run func(context.Context)
 	switch s := store.(type) {
 	case jobStore:
-		w, err := newJanitorWorker(ctx, j, s, log, m)
+		w, err := newJanitorWorker(ctx, j, s, log, m, keys.Kind())
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +115,10 @@ func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prome
 		run = func(ctx context.Context) { _ = w.Run(ctx) }
 	case storage.Cleaner:
 		log.Info("janitor started (in process)", "janitor_interval", j.Interval)
-		run = func(ctx context.Context) { jobs.RunSweeper(ctx, s, j.janitorConfig(log, m)) }
+		run = func(ctx context.Context) {
+			go keys.RunRotation(ctx)
+			jobs.RunSweeper(ctx, s, j.janitorConfig(log, m))
+		}
 	default:
 		return nil, fmt.Errorf("janitor: the %T store cannot clean up; set AUTHD_JANITOR=off", store)
 	}
@@ -124,8 +133,8 @@ func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prome
 
 const janitorUsage = `usage: authd janitor [--once] [flags]
 
-Runs the job worker with the janitor, without the HTTP server, until
-interrupted; with --once, runs the jobs that are due and exits. Needs
+Runs the job worker with the janitor (and, given AUTHD_SECRET, the signing
+key rotation), without the HTTP server, until interrupted; with --once, runs the jobs that are due and exits. Needs
 AUTHD_DATABASE_URL (PostgreSQL). A job is due when its run_at has passed:
 each janitor run schedules the next one -janitor-interval later.
 `
@@ -139,6 +148,7 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 	fs := flag.NewFlagSet("janitor", flag.ContinueOnError)
 	c.flags(fs, false)
 	c.jobs.flags(fs, false)
+	c.keys.flags(fs)
 	fs.BoolVar(&once, "once", false, "run the due jobs, then exit")
 	if err := parseNoArgs(fs, janitorUsage, args, getenv, stdout); err != nil {
 		return helpOK(err)
@@ -152,7 +162,19 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer closeStore()
 	log := newLogger(stderr, false, slog.LevelInfo)
-	w, err := newJanitorWorker(ctx, c.jobs, store, log, jobs.NewMetrics(nil))
+	var extra []jobs.Kind
+	if c.Secret != "" {
+		// With AUTHD_SECRET, the janitor also rotates the signing keys.
+		if err := c.keys.validate(); err != nil {
+			return err
+		}
+		keys, err := signing.New(store, c.keys.signingConfig(c.Secret, log))
+		if err != nil {
+			return usagef("AUTHD_SECRET: %v", err)
+		}
+		extra = append(extra, keys.Kind())
+	}
+	w, err := newJanitorWorker(ctx, c.jobs, store, log, jobs.NewMetrics(nil), extra...)
 	if err != nil {
 		return err
 	}

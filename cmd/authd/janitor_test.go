@@ -323,6 +323,9 @@ func TestJanitorThreeProcesses(t *testing.T) {
 		if err := rows.Scan(&kind, &pending, &done, &failed, &owners); err != nil {
 			t.Fatal(err)
 		}
+		if !strings.HasPrefix(kind, "janitor:") {
+			continue // not a janitor kind (signing:rotate runs hourly)
+		}
 		kinds++
 		t.Logf("%-30s pending %d, done %3d, failed %d, run by %d processes", kind, pending, done, failed, owners)
 		if pending != 1 || failed != 0 || done < 2 || done > maxRuns {

@@ -2,7 +2,7 @@
 // and web apps: authorization code + PKCE, with an exchange replay cache so a
 // retried token exchange gets the original response instead of invalid_grant.
 //
-// Subcommands: serve, dev, migrate, users, clients, janitor, jobs, version,
+// Subcommands: serve, dev, migrate, users, clients, janitor, jobs, keys, version,
 // help. Run "authd help". Like the go command, every subcommand refuses an
 // argument it does not take (one line, exit status 2), and "authd help CMD"
 // and "authd CMD -h" print its usage (exit status 0).
@@ -67,6 +67,7 @@ Usage:
                                  manage OAuth clients (JSON in and out; "add" = create)
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
   authd jobs list                show background jobs and their state
+  authd keys list|rotate         show or rotate the ID token signing keys
   authd version                  print the module version, VCS revision and Go version
   authd help [COMMAND]           print this, or a command's usage
 
@@ -96,6 +97,9 @@ func commands() map[string]commandFunc {
 		},
 		"jobs": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
 			return cmdJobs(ctx, args, getenv, stdout)
+		},
+		"keys": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return cmdKeys(ctx, args, getenv, stdout, stderr)
 		},
 		"version": func(_ context.Context, args []string, _ func(string) string, _ io.Reader, stdout, _ io.Writer) error {
 			return cmdVersion(args, stdout)

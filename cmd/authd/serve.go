@@ -86,7 +86,13 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		ln.Close()
 		return usagef("%v", err)
 	}
-	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log)
+	// First start: generate the signing keys (replicas starting at once
+	// generate one generation between them).
+	if err := srv.Keys().Ensure(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("signing keys: %w", err)
+	}
+	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log, srv.Keys())
 	if err != nil {
 		ln.Close()
 		return err

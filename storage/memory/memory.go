@@ -84,6 +84,8 @@ type Store struct {
 
 	// replays holds the durable replay records (replay.go).
 	replays map[string]storage.ReplayRecord
+	// signingKeys, oldest generation first (signingkeys.go).
+	signingKeys []storage.SigningKey
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.

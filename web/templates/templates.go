@@ -139,7 +139,15 @@ type LogoutData struct {
 	NoSession bool
 	// Username is who is signed in (the confirmation form).
 	Username string
+	// Action is where the confirmation form posts; default /logout.
+	// Hidden are the form's further fields (RP-initiated logout: the
+	// post_logout_redirect_uri, client_id and state to carry on).
+	Action string
+	Hidden []HiddenField
 }
+
+// HiddenField is one hidden form field.
+type HiddenField struct{ Name, Value string }
 
 // Logout renders the sign-out page: a confirmation form, or the result.
 func (p *Pages) Logout(w io.Writer, d LogoutData) error {

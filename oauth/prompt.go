@@ -1,0 +1,94 @@
+package oauth
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
+)
+
+// authnParams are the OpenID Connect authentication request parameters
+// (Core §3.1.2.1) the login page acts on. ui_locales is accepted and has
+// no effect (the pages are in one language); unknown parameters are
+// ignored (§3.1.2.1).
+type authnParams struct {
+	prompt map[string]bool
+	// maxAge is max_age in seconds; -1 when absent.
+	maxAge int64
+	// loginHint prefills the username (§3.1.2.1 login_hint).
+	loginHint string
+	// hint is the id_token_hint's claims (an ID token this server
+	// signed), nil when absent.
+	hint *idTokenHint
+}
+
+// openidPromptValues are the prompt values of OIDC Core §3.1.2.1.
+var openidPromptValues = map[string]bool{"none": true, "login": true, "consent": true, "select_account": true}
+
+// authnParamsOf reads and checks the parameters. Errors are invalid_request
+// (redirected to the client): prompt=none with another value, an unknown
+// prompt value, a max_age that is not a non-negative integer, an
+// id_token_hint this server did not sign.
+func (s *Server) authnParamsOf(r *http.Request, ar fosite.AuthorizeRequester) (authnParams, error) {
+	form := ar.GetRequestForm()
+	p := authnParams{prompt: map[string]bool{}, maxAge: -1, loginHint: form.Get("login_hint")}
+	for _, v := range strings.Fields(form.Get("prompt")) {
+		if !openidPromptValues[v] {
+			return p, fosite.ErrInvalidRequest.WithHintf("The prompt value %s is not supported (OpenID Connect Core Section 3.1.2.1).", truncate(v, 20))
+		}
+		p.prompt[v] = true
+	}
+	if p.prompt["none"] && len(p.prompt) > 1 {
+		return p, fosite.ErrInvalidRequest.WithHint("prompt=none cannot be combined with another prompt value (OpenID Connect Core Section 3.1.2.1).")
+	}
+	if v := form.Get("max_age"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return p, fosite.ErrInvalidRequest.WithHint("max_age must be a non-negative number of seconds (OpenID Connect Core Section 3.1.2.1).")
+		}
+		p.maxAge = n
+	}
+	if raw := form.Get("id_token_hint"); raw != "" {
+		if p.hint = s.parseHint(r.Context(), raw); p.hint == nil {
+			return p, fosite.ErrInvalidRequest.WithHint("The id_token_hint was not issued by this server.")
+		}
+	}
+	if len(p.loginHint) > 256 {
+		p.loginHint = ""
+	}
+	return p, nil
+}
+
+// reauthenticate reports whether the signed-in user must sign in again
+// before a code is issued: prompt=login, or an authentication older than
+// max_age (Core §3.1.2.1), or an id_token_hint for another user.
+func (s *Server) reauthenticate(p authnParams, cur signedIn) bool {
+	if p.prompt["login"] {
+		return true
+	}
+	if p.maxAge >= 0 && s.now().Sub(cur.session.AuthTime).Seconds() > float64(p.maxAge) {
+		return true
+	}
+	return p.hint != nil && p.hint.Subject != cur.user.Subject
+}
+
+// silentAuthorize answers prompt=none (Core §3.1.2.1): no page is ever
+// shown; the outcome is a code or an error redirected to the client:
+// login_required (no session, max_age exceeded, or an id_token_hint for
+// another user), consent_required, or interaction_required where the RFC
+// 8252 §8.6 one-tap page would be needed.
+func (s *Server) silentAuthorize(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, client *storage.Client, p authnParams, cur signedIn, isSignedIn bool) {
+	switch {
+	case !isSignedIn || s.reauthenticate(p, cur):
+		s.writeAuthorizeError(w, ar, fosite.ErrLoginRequired.WithHint("The user is not signed in, or must sign in again."))
+	case s.needsConsent(r.Context(), client, cur.user.Subject, ar):
+		s.writeAuthorizeError(w, ar, fosite.ErrConsentRequired.WithHint("The user has not consented to this app's request."))
+	case !(s.cfg.SilentSSO == SilentSSOAssured && identityAssured(client.IsPublic(), ar.GetRedirectURI())):
+		s.writeAuthorizeError(w, ar, fosite.ErrInteractionRequired.WithHint("This app's identity is not assured: the user must confirm with a tap (RFC 8252 Section 8.6)."))
+	default:
+		s.issueCode(r.Context(), w, ar, cur)
+	}
+}

@@ -1,0 +1,572 @@
+// Package signing keeps the keys authd signs ID tokens with (OpenID Connect
+// Core §10.1): generated on first start, stored sealed under the system
+// secret (storage.SigningKeyStore: PostgreSQL, or memory under dev), rotated
+// by a leased job, published as a JWK Set (RFC 7517 §5).
+//
+// Keys come in generations, one RS256 key (OIDC Core §15.1: mandatory to
+// implement) and one ES256 key each. A generation's life:
+//
+//   - created by a rotation (a conditional write: of N replicas rotating at
+//     once, one adds the generation) and published in the JWKS at once;
+//   - signing from Prepublish after its creation (the first generation at
+//     once), so every relying party that honours the JWKS Cache-Control has
+//     fetched it before the first token it signed can reach it;
+//   - retired when the next generation starts signing, and still published
+//     for TokenTTL + Grace after that, until every token it signed has
+//     expired; then a rotation deletes it.
+//
+// Private keys are parsed once per process and cached; the key set is
+// re-read from the store at most every Reload, so signing inside a token
+// exchange does no I/O in the steady state.
+package signing
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/authd/authd/secrets"
+	"github.com/authd/authd/storage"
+)
+
+// The JWS algorithms authd signs with (RFC 7518 §3.1).
+const (
+	RS256 = "RS256"
+	ES256 = "ES256"
+)
+
+// Algs are the supported algorithms, RS256 (the default) first.
+var Algs = []string{RS256, ES256}
+
+// sealPresented is the "presented value" the sealing of private keys is
+// bound to (secrets.Seal); the kid is the additional data.
+const sealPresented = "authd/signing-key/v1"
+
+// Config configures a Manager. Zero fields take the defaults named.
+type Config struct {
+	// Secret is the system secret (AUTHD_SECRET); required.
+	Secret []byte
+	// RotateEvery is the age at which the newest generation is replaced;
+	// default 30 days.
+	RotateEvery time.Duration
+	// Prepublish is how long a new generation is published before it
+	// signs; default 24 hours. JWKSMaxAge is kept below it.
+	Prepublish time.Duration
+	// TokenTTL is the longest lifetime of a token a key signs (the ID
+	// token lifespan); default 1 hour.
+	TokenTTL time.Duration
+	// Grace covers clock skew between replicas and relying parties;
+	// default 5 minutes.
+	Grace time.Duration
+	// Reload is how often the key set is re-read from the store; default
+	// 1 minute, at most Prepublish/4.
+	Reload time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) applyDefaults() {
+	if c.RotateEvery <= 0 {
+		c.RotateEvery = 30 * 24 * time.Hour
+	}
+	if c.Prepublish <= 0 {
+		c.Prepublish = 24 * time.Hour
+	}
+	if c.TokenTTL <= 0 {
+		c.TokenTTL = time.Hour
+	}
+	if c.Grace <= 0 {
+		c.Grace = 5 * time.Minute
+	}
+	if c.Reload <= 0 {
+		c.Reload = time.Minute
+	}
+	c.Reload = min(c.Reload, c.Prepublish/4)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// JWKSMaxAge is the Cache-Control max-age of the JWKS: shorter than the
+// overlap (Prepublish) by half, at most an hour, so a relying party caching
+// the set as told always has a generation before it signs.
+func (c Config) JWKSMaxAge() time.Duration {
+	c.applyDefaults()
+	return min(time.Hour, c.Prepublish/2)
+}
+
+// ErrNoKey is returned when there is no key to sign with (the store holds
+// none: Ensure was not run).
+var ErrNoKey = errors.New("signing: no signing key")
+
+// Manager signs with, publishes and rotates the signing keys. It is safe
+// for concurrent use.
+type Manager struct {
+	store storage.SigningKeyStore
+	cfg   Config
+
+	// loadMu serializes reloads; mu guards the fields below.
+	loadMu   sync.Mutex
+	mu       sync.Mutex
+	parsed   map[string]*Key // by kid: private keys parsed once
+	set      *keySet
+	loadedAt time.Time
+}
+
+// Key is one parsed signing key.
+type Key struct {
+	storage.SigningKey
+	signer jose.Signer
+	public jose.JSONWebKey
+}
+
+// State is a key's place in its life, as of a keySet.
+type State string
+
+// Key states (the package doc).
+const (
+	StateNext    State = "next"    // published, not yet signing
+	StateCurrent State = "current" // signing
+	StateRetired State = "retired" // published until its tokens expire
+	StateExpired State = "expired" // no longer published; deleted by the next rotation
+)
+
+// keySet is the store's keys as of one read, with their states.
+type keySet struct {
+	keys    []*Key
+	state   map[string]State
+	current map[string]*Key // by alg
+	// keep is the oldest generation still published.
+	keep int64
+	// newest is the newest generation and its creation time.
+	newest        int64
+	newestCreated time.Time
+}
+
+// New returns a Manager on store.
+func New(store storage.SigningKeyStore, cfg Config) (*Manager, error) {
+	cfg.applyDefaults()
+	if len(cfg.Secret) < secrets.MinLen {
+		return nil, fmt.Errorf("signing: the system secret must be at least %d bytes", secrets.MinLen)
+	}
+	return &Manager{store: store, cfg: cfg, parsed: map[string]*Key{}}, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Ensure creates the first generation if the store holds no key (first
+// start); replicas starting at once create one generation between them.
+func (m *Manager) Ensure(ctx context.Context) error {
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("signing: %w", err)
+	}
+	if len(keys) == 0 {
+		gen, err := m.generate(1)
+		if err != nil {
+			return err
+		}
+		if _, err := m.store.AddSigningKeys(ctx, gen); err != nil {
+			return fmt.Errorf("signing: %w", err)
+		}
+	}
+	_, err = m.reload(ctx)
+	return err
+}
+
+// Rotate adds the next generation when the newest is RotateEvery old (or at
+// once with force), and deletes the generations whose tokens have all
+// expired. tx, if set, runs the writes (jobs.Job.Commit: fenced by the job's
+// lease); otherwise each write is its own statement. It reports whether a
+// generation was added by this call; false with force means another replica
+// added one at the same moment.
+func (m *Manager) Rotate(ctx context.Context, force bool, tx func(context.Context, func(context.Context) error) error) (bool, error) {
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return false, fmt.Errorf("signing: %w", err)
+	}
+	set, err := m.build(keys)
+	if err != nil {
+		return false, err
+	}
+	now := m.cfg.Now()
+	due := force || set.newest == 0 || !now.Before(set.newestCreated.Add(m.cfg.RotateEvery))
+	var gen []storage.SigningKey
+	if due {
+		// Generate before the transaction: an RSA key takes a while.
+		if gen, err = m.generate(set.newest + 1); err != nil {
+			return false, err
+		}
+	}
+	if tx == nil {
+		tx = func(ctx context.Context, f func(context.Context) error) error { return f(ctx) }
+	}
+	added := false
+	err = tx(ctx, func(ctx context.Context) error {
+		if set.keep > 1 {
+			if n, err := m.store.DeleteSigningKeys(ctx, set.keep); err != nil {
+				return err
+			} else if n > 0 {
+				m.cfg.Logger.Info("signing keys deleted: every token they signed has expired", "keys", n, "before_generation", set.keep)
+			}
+		}
+		if gen == nil {
+			return nil
+		}
+		added, err = m.store.AddSigningKeys(ctx, gen)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("signing: rotate: %w", err)
+	}
+	if added {
+		m.cfg.Logger.Info("signing keys rotated: new generation published", "generation", gen[0].Generation,
+			"signs_from", now.Add(m.cfg.Prepublish).UTC().Format(time.RFC3339))
+		_, err = m.reload(ctx)
+	}
+	return added, err
+}
+
+// generate makes a generation of keys, one per algorithm, sealed.
+func (m *Manager) generate(generation int64) ([]storage.SigningKey, error) {
+	var out []storage.SigningKey
+	for _, alg := range Algs {
+		var (
+			priv crypto.Signer
+			err  error
+		)
+		switch alg {
+		case RS256:
+			priv, err = rsa.GenerateKey(rand.Reader, 2048)
+		case ES256:
+			priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("signing: generate %s key: %w", alg, err)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		if err != nil {
+			return nil, fmt.Errorf("signing: encode %s key: %w", alg, err)
+		}
+		kid := thumbprint(priv.Public(), alg)
+		sealed, err := secrets.Seal(m.cfg.Secret, sealPresented, kid, der)
+		if err != nil {
+			return nil, fmt.Errorf("signing: seal %s key: %w", alg, err)
+		}
+		out = append(out, storage.SigningKey{ID: kid, Alg: alg, Generation: generation, Sealed: sealed,
+			CreatedAt: m.cfg.Now()})
+	}
+	return out, nil
+}
+
+// thumbprint is the kid: the RFC 7638 JWK thumbprint, base64url.
+func thumbprint(pub crypto.PublicKey, alg string) string {
+	tp, err := (&jose.JSONWebKey{Key: pub, Algorithm: alg}).Thumbprint(crypto.SHA256)
+	if err != nil {
+		// Only for an unsupported key type, which generate never makes.
+		sum := sha256.Sum256([]byte(fmt.Sprint(pub)))
+		tp = sum[:]
+	}
+	return base64.RawURLEncoding.EncodeToString(tp)
+}
+
+// current returns the key set, re-read when it is older than Reload. If the
+// re-read fails and a set is cached, the cached set answers (and the error
+// is logged): a store hiccup must not stop signing.
+//
+// It reads with a context of its own, never the caller's: a caller inside a
+// transaction (the token exchange) must not have its transaction used for,
+// or aborted by, the key set's read. With no key stored yet it creates the
+// first generation (Ensure).
+func (m *Manager) current(context.Context) (*keySet, error) {
+	fresh := func() (*keySet, time.Time) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.set, m.loadedAt
+	}
+	set, at := fresh()
+	if set != nil && len(set.keys) > 0 && m.cfg.Now().Sub(at) < m.cfg.Reload {
+		return m.restate(set), nil
+	}
+	// One reload at a time: the others wait for it and use its result
+	// (a first start must not generate a key per concurrent request).
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+	if set, at = fresh(); set != nil && len(set.keys) > 0 && m.cfg.Now().Sub(at) < m.cfg.Reload {
+		return m.restate(set), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	loaded, err := m.reload(ctx)
+	if err == nil && len(loaded.keys) == 0 {
+		if err = m.Ensure(ctx); err == nil {
+			loaded, err = m.reload(ctx)
+		}
+	}
+	if err != nil {
+		if set != nil && len(set.keys) > 0 {
+			m.cfg.Logger.Warn("signing keys not re-read; using the cached set", "error", err)
+			return m.restate(set), nil
+		}
+		return nil, err
+	}
+	return loaded, nil
+}
+
+// restate recomputes the states of a cached set for the current time (a
+// generation may have started signing since it was read).
+func (m *Manager) restate(set *keySet) *keySet {
+	s, err := m.states(set.keys)
+	if err != nil {
+		return set
+	}
+	return s
+}
+
+// reload re-reads the keys from the store.
+func (m *Manager) reload(ctx context.Context) (*keySet, error) {
+	keys, err := m.store.ListSigningKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	set, err := m.build(keys)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.set, m.loadedAt = set, m.cfg.Now()
+	m.mu.Unlock()
+	return set, nil
+}
+
+// build parses the keys not parsed yet and computes the states.
+func (m *Manager) build(stored []storage.SigningKey) (*keySet, error) {
+	keys := make([]*Key, 0, len(stored))
+	for _, sk := range stored {
+		m.mu.Lock()
+		k := m.parsed[sk.ID]
+		m.mu.Unlock()
+		if k == nil {
+			var err error
+			if k, err = m.parse(sk); err != nil {
+				m.cfg.Logger.Error("signing key unusable; skipped", "kid", sk.ID, "error", err)
+				continue
+			}
+			m.mu.Lock()
+			m.parsed[sk.ID] = k
+			m.mu.Unlock()
+		}
+		keys = append(keys, k)
+	}
+	slices.SortStableFunc(keys, func(a, b *Key) int { return int(a.Generation - b.Generation) })
+	return m.states(keys)
+}
+
+// parse opens and parses one stored key.
+func (m *Manager) parse(sk storage.SigningKey) (*Key, error) {
+	der, err := secrets.Open(m.cfg.Secret, sealPresented, sk.ID, sk.Sealed)
+	if err != nil {
+		return nil, fmt.Errorf("unseal (was AUTHD_SECRET changed?): %w", err)
+	}
+	raw, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	priv, ok := raw.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("parse: %T is not a signer", raw)
+	}
+	switch priv.(type) {
+	case *rsa.PrivateKey:
+		if sk.Alg != RS256 {
+			return nil, fmt.Errorf("an RSA key stored as %s", sk.Alg)
+		}
+	case *ecdsa.PrivateKey:
+		if sk.Alg != ES256 {
+			return nil, fmt.Errorf("an EC key stored as %s", sk.Alg)
+		}
+	default:
+		return nil, fmt.Errorf("unsupported key type %T", priv)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(sk.Alg),
+		Key: jose.JSONWebKey{Key: priv, KeyID: sk.ID, Algorithm: sk.Alg}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return nil, fmt.Errorf("signer: %w", err)
+	}
+	return &Key{SigningKey: sk, signer: signer,
+		public: jose.JSONWebKey{Key: priv.Public(), KeyID: sk.ID, Algorithm: sk.Alg, Use: "sig"}}, nil
+}
+
+// states computes each key's state now (the package doc).
+func (m *Manager) states(keys []*Key) (*keySet, error) {
+	now := m.cfg.Now()
+	set := &keySet{keys: keys, state: map[string]State{}, current: map[string]*Key{}}
+	if len(keys) == 0 {
+		return set, nil
+	}
+	// Generations in order, with their creation and signing start.
+	type gen struct {
+		n       int64
+		created time.Time
+		start   time.Time
+	}
+	var gens []gen
+	for _, k := range keys {
+		if len(gens) == 0 || gens[len(gens)-1].n != k.Generation {
+			start := k.CreatedAt.Add(m.cfg.Prepublish)
+			if len(gens) == 0 {
+				start = k.CreatedAt // the first: nothing to wait for
+			}
+			gens = append(gens, gen{n: k.Generation, created: k.CreatedAt, start: start})
+		}
+	}
+	cur := 0
+	for i, g := range gens {
+		if !now.Before(g.start) {
+			cur = i
+		}
+	}
+	set.newest, set.newestCreated = gens[len(gens)-1].n, gens[len(gens)-1].created
+	set.keep = gens[cur].n
+	state := map[int64]State{gens[cur].n: StateCurrent}
+	for i := cur + 1; i < len(gens); i++ {
+		state[gens[i].n] = StateNext
+	}
+	for i := cur - 1; i >= 0; i-- {
+		retired := gens[i+1].start
+		if now.Before(retired.Add(m.cfg.TokenTTL + m.cfg.Grace)) {
+			state[gens[i].n] = StateRetired
+			set.keep = gens[i].n
+		} else {
+			state[gens[i].n] = StateExpired
+		}
+	}
+	for _, k := range keys {
+		set.state[k.ID] = state[k.Generation]
+		if state[k.Generation] == StateCurrent {
+			set.current[k.Alg] = k
+		}
+	}
+	return set, nil
+}
+
+// Prepare makes sure the key set is loaded and fresh (re-reading it when
+// older than Reload, creating the first generation if there is none), so
+// that Sign does no I/O. Call it before a transaction whose commit depends
+// on Sign: reading the keys while holding the transaction's connection
+// could wait for a connection that the waiters on its row locks hold.
+func (m *Manager) Prepare(ctx context.Context) error {
+	_, err := m.current(ctx)
+	return err
+}
+
+// Sign signs payload (JWT claims, JSON) as a compact JWS with the current
+// key for alg. It never does I/O: it uses the set the last Prepare (or
+// JWKS, List, Rotate) loaded, with states recomputed for now, and fails
+// only if no set was ever loaded or it has no key for alg.
+func (m *Manager) Sign(_ context.Context, alg string, payload []byte) (string, error) {
+	m.mu.Lock()
+	set := m.set
+	m.mu.Unlock()
+	if set == nil {
+		return "", fmt.Errorf("%w: the key set was never loaded (Prepare)", ErrNoKey)
+	}
+	k := m.restate(set).current[alg]
+	if k == nil {
+		return "", fmt.Errorf("%w for %s", ErrNoKey, alg)
+	}
+	jws, err := k.signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("signing: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// JWKS returns the published public keys (RFC 7517 §5): the next, current
+// and retired generations.
+func (m *Manager) JWKS(ctx context.Context) (jose.JSONWebKeySet, error) {
+	set, err := m.current(ctx)
+	if err != nil {
+		return jose.JSONWebKeySet{}, err
+	}
+	out := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
+	for i := len(set.keys) - 1; i >= 0; i-- { // newest first
+		k := set.keys[i]
+		if set.state[k.ID] != StateExpired {
+			out.Keys = append(out.Keys, k.public)
+		}
+	}
+	return out, nil
+}
+
+// KeyInfo describes one key for `authd keys list`.
+type KeyInfo struct {
+	ID         string
+	Alg        string
+	Generation int64
+	CreatedAt  time.Time
+	State      State
+}
+
+// List returns every stored key with its state, read from the store now.
+func (m *Manager) List(ctx context.Context) ([]KeyInfo, error) {
+	set, err := m.reload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KeyInfo, 0, len(set.keys))
+	for _, k := range set.keys {
+		out = append(out, KeyInfo{ID: k.ID, Alg: k.Alg, Generation: k.Generation, CreatedAt: k.CreatedAt, State: set.state[k.ID]})
+	}
+	return out, nil
+}
+
+// ErrNotOurs is returned by Verify for a token not signed by a stored key.
+var ErrNotOurs = errors.New("signing: not signed by this server's keys")
+
+// Verify checks that token is a compact JWS signed by one of the stored
+// keys (in any state: an expired ID token still identifies its session as
+// an id_token_hint, RP-Initiated Logout 1.0 §2) and returns its payload. It
+// checks no claim; the caller does.
+func (m *Manager) Verify(ctx context.Context, token string) ([]byte, error) {
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	if err != nil || len(jws.Signatures) != 1 {
+		return nil, ErrNotOurs
+	}
+	set, err := m.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	for _, k := range set.keys {
+		if k.ID == kid {
+			payload, err := jws.Verify(k.public)
+			if err != nil {
+				return nil, ErrNotOurs
+			}
+			return payload, nil
+		}
+	}
+	return nil, ErrNotOurs
+}
