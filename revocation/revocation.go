@@ -98,7 +98,10 @@ func (s Store) forget(ctx context.Context, scope storage.ReplayScope) {
 }
 
 // forgetKeys drops cache entries, detached from the request: a client that
-// hangs up must not leave a revoked response replayable.
+// hangs up must not leave a revoked response replayable. It tries every
+// key whatever failed before: in a Redis Cluster one key's node may be
+// down while the others answer, and stopping at the first failure left
+// the reachable entries replayable.
 func (s Store) forgetKeys(ctx context.Context, keys []string) {
 	if s.Cache == nil {
 		return
@@ -107,7 +110,6 @@ func (s Store) forgetKeys(ctx context.Context, keys []string) {
 	for _, k := range keys {
 		if err := s.Cache.Forget(ctx, k); err != nil {
 			s.report(err)
-			return
 		}
 	}
 }

@@ -1,0 +1,77 @@
+package revocation_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/memory"
+)
+
+// partialCache is a replay cache one of whose keys cannot be reached, as
+// when its Redis Cluster node is down while the others answer.
+type partialCache struct {
+	exchangecache.Cache
+	down string
+}
+
+func (c partialCache) Forget(ctx context.Context, key string) error {
+	if key == c.down {
+		return errors.New("dial tcp: connection refused")
+	}
+	return c.Cache.Forget(ctx, key)
+}
+
+// TestRevokeForgetsEveryReachableEntry: a revocation drops every replay
+// cache entry of the grant it can reach, even when another entry's node
+// is down, and reports the one it could not drop.
+func TestRevokeForgetsEveryReachableEntry(t *testing.T) {
+	ctx := t.Context()
+	store := memory.New()
+	if err := store.CreateClient(ctx, &storage.Client{ID: "app", TokenEndpointAuthMethod: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"c:code", "r:first", "r:second", "r:third"}
+	mem := exchangecache.NewMemory()
+	for _, k := range keys {
+		if _, err := store.PutReplayRecord(ctx, &storage.ReplayRecord{Key: k, RequestID: "grant", ClientID: "app",
+			Fingerprint: "fp", Sealed: []byte("sealed"), WindowEnd: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := mem.Claim(ctx, k, "fp", time.Minute)
+		if err != nil || res.Outcome != exchangecache.Claimed {
+			t.Fatalf("claim %s: %v %v", k, res.Outcome, err)
+		}
+		if err := mem.Complete(ctx, k, res.Owner, []byte("sealed"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store lists the keys in any order: with an early failure, the
+	// old loop (stop at the first error) left the rest replayable.
+	var reported []error
+	s := revocation.Store{Store: store, Cache: partialCache{Cache: mem, down: "r:first"},
+		OnError: func(err error) { reported = append(reported, err) }}
+	if err := s.RevokeRefreshToken(ctx, "grant"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		res, err := mem.Lookup(ctx, k, "fp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := exchangecache.Absent; k == "r:first" {
+			if res.Outcome != exchangecache.Completed {
+				t.Errorf("%s (unreachable): %v, want still completed", k, res.Outcome)
+			}
+		} else if res.Outcome != want {
+			t.Errorf("%s: %v after the revocation, want %v: a reachable entry of a revoked grant is still replayable", k, res.Outcome, want)
+		}
+	}
+	if len(reported) != 1 {
+		t.Errorf("%d failures reported, want 1: %v", len(reported), reported)
+	}
+}
