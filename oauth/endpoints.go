@@ -8,6 +8,8 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/storage"
+
 	"github.com/authd/authd/web/templates"
 )
 
@@ -54,6 +56,11 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	}
 	hint := fosite.TokenUse(r.PostForm.Get("token_type_hint"))
 	use, ar, err := s.provider.IntrospectToken(ctx, token, hint, newSession(""))
+	if errors.Is(err, storage.ErrUnavailable) {
+		// Not "inactive": the database did not answer (503, retry).
+		s.writeError(w, r, err)
+		return
+	}
 	if err != nil {
 		// RFC 7662 §2.2: an invalid, expired or revoked token is inactive,
 		// without further detail.

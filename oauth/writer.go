@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
 )
 
 // This file is the one writer of the token, revocation and introspection
@@ -39,6 +41,22 @@ var errBusy error = &retryLater{
 	after: time.Second,
 }
 
+// errUnavailable is 503 temporarily_unavailable, for a request that failed
+// because the database could not be reached (storage.ErrUnavailable): a
+// retry is safe and will be answered once it is back (an exchange whose
+// commit was cut off is then answered from its replay record).
+var errUnavailable = fosite.ErrTemporarilyUnavailable.WithHint("The server's storage is unavailable for a moment; retry the request.")
+
+// toRFC6749 is the RFC 6749 error answered for err: errUnavailable when a
+// storage outage is anywhere in its chain (fosite wraps it as
+// server_error), else fosite's reading of it.
+func toRFC6749(err error) *fosite.RFC6749Error {
+	if errors.Is(err, storage.ErrUnavailable) {
+		return errUnavailable
+	}
+	return fosite.ErrorToRFC6749Error(err)
+}
+
 // writeJSON writes v as JSON with the given status and no-store caching
 // (RFC 6749 §5.1: token responses MUST carry Cache-Control: no-store).
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -60,12 +78,14 @@ type oauthErrorBody struct {
 //     §5.2 for invalid_client): Basic when the client tried the
 //     Authorization header, else the scheme a client should use;
 //   - 429 and 503 carry Retry-After;
+//   - a storage outage (storage.ErrUnavailable) is 503
+//     temporarily_unavailable, not a server error;
 //   - error_description holds only the characters RFC 6749 §5.2 allows.
 //
 // Server errors (5xx other than 503) are logged once, here, without request
 // content; the client sees server_error and nothing of the cause.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	rfc := fosite.ErrorToRFC6749Error(err)
+	rfc := toRFC6749(err)
 	status := rfc.CodeField
 	if status < 400 || status > 599 {
 		status = http.StatusInternalServerError
@@ -73,6 +93,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var later *retryLater
 	if errors.As(err, &later) {
 		w.Header().Set("Retry-After", retryAfter(later.after))
+	} else if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfter(time.Second))
 	}
 	code := rfc.ErrorField
 	desc := rfc.GetDescription()

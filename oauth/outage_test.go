@@ -1,0 +1,98 @@
+package oauth_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/memory"
+)
+
+// outageStore is a memory store whose reads fail with
+// storage.ErrUnavailable while down is set, as PostgreSQL's do when it
+// cannot be reached.
+type outageStore struct {
+	*memory.Store
+	down *atomic.Bool
+}
+
+func (s outageStore) err(op string) error {
+	if s.down.Load() {
+		return fmt.Errorf("postgres: %s: %w: unexpected EOF", op, storage.ErrUnavailable)
+	}
+	return nil
+}
+
+func (s outageStore) GetClient(ctx context.Context, id string) (fosite.Client, error) {
+	if err := s.err("get client"); err != nil {
+		return nil, err
+	}
+	return s.Store.GetClient(ctx, id)
+}
+
+func (s outageStore) GetAccessTokenSession(ctx context.Context, sig string, sess fosite.Session) (fosite.Requester, error) {
+	if err := s.err("get access token"); err != nil {
+		return nil, err
+	}
+	return s.Store.GetAccessTokenSession(ctx, sig, sess)
+}
+
+func (s outageStore) GetUser(ctx context.Context, username string) (*storage.User, error) {
+	if err := s.err("get user"); err != nil {
+		return nil, err
+	}
+	return s.Store.GetUser(ctx, username)
+}
+
+// TestStorageOutageIs503: while the database cannot be reached, the token
+// and introspection endpoints answer 503 temporarily_unavailable with
+// Retry-After (not 500 server_error, not "inactive"), the authorization
+// page a 503 page (not "unknown app"); nothing is consumed, and once the
+// database is back the same code redeems.
+func TestStorageOutageIs503(t *testing.T) {
+	var down atomic.Bool
+	h := newHarness(t, harnessOpts{backend: "custom", store: outageStore{Store: memory.New(), down: &down}})
+	code, verifier := h.code(t, publicClient)
+	other, otherVerifier := h.code(t, publicClient)
+	tok := h.redeem(t, other, otherVerifier)
+
+	down.Store(true)
+	res := h.exchange(t, publicClient, code, verifier, publicRedirect)
+	if res.status != http.StatusServiceUnavailable || res.str("error") != "temporarily_unavailable" ||
+		res.header.Get("Retry-After") == "" || res.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("exchange with the database down: %d %v %v, want 503 temporarily_unavailable with Retry-After", res.status, res.header, res.body)
+	}
+	res = h.postForm(t, "/oauth2/introspect", map[string][]string{"token": {tok.str("access_token")}}, "", "")
+	if res.status != http.StatusUnauthorized { // no credentials: refused before any lookup
+		t.Fatalf("introspection without credentials: %d", res.status)
+	}
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/oauth2/introspect", strings.NewReader("token="+tok.str("access_token")))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("introspection with the database down: %d, want 503 (not active:false)", resp.StatusCode)
+	}
+	p := get(t, newBrowser(t), h.oauthConfig(publicClient).AuthCodeURL("state-0123"))
+	if p.status != http.StatusServiceUnavailable || !strings.Contains(p.body, "unavailable") {
+		t.Fatalf("authorization page with the database down: %d %s", p.status, p.body)
+	}
+
+	down.Store(false)
+	if res := h.redeem(t, code, verifier); res.str("access_token") == "" {
+		t.Fatalf("after the outage: %v", res.body)
+	}
+	if !h.introspect(t, tok.str("access_token")) {
+		t.Fatal("the token is not active after the outage")
+	}
+}
