@@ -33,20 +33,44 @@ type Store struct {
 	OnError func(error)
 }
 
-// RevokeAccessToken revokes the grant's access tokens (RFC 7009 §2.1) and
-// drops its replay cache entries.
+// RevokeAccessToken revokes the grant: its access and refresh tokens, in
+// one transaction (revokeGrant), and drops its replay cache entries.
 func (s Store) RevokeAccessToken(ctx context.Context, requestID string) error {
-	err := s.Store.RevokeAccessToken(ctx, requestID)
+	err := s.revokeGrant(ctx, requestID)
 	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
 	return err
 }
 
-// RevokeRefreshToken revokes the grant's refresh tokens (RFC 7009 §2.1) and
-// drops its replay cache entries.
+// RevokeRefreshToken revokes the grant: its refresh and access tokens, in
+// one transaction (revokeGrant), and drops its replay cache entries.
 func (s Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	err := s.Store.RevokeRefreshToken(ctx, requestID)
+	err := s.revokeGrant(ctx, requestID)
 	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
 	return err
+}
+
+// revokeGrant revokes every refresh and access token of requestID in one
+// transaction (nested, when ctx carries one): both or neither.
+//
+// Every caller ends a grant with two calls, RevokeRefreshToken then
+// RevokeAccessToken (fosite's RFC 7009 handler, its reuse handling, the
+// exchanger's). Run as two transactions, an outage between them committed
+// the first alone; the client's retry of the revocation then found the
+// refresh token inactive, which fosite answers 200 "already revoked",
+// and the access token stayed active (found by the scale-out test). The
+// second call is now a no-op that costs one round trip.
+func (s Store) revokeGrant(ctx context.Context, requestID string) error {
+	tctx, err := s.Store.BeginTX(ctx)
+	if err != nil {
+		return err
+	}
+	for _, revoke := range []func(context.Context, string) error{s.Store.RevokeRefreshToken, s.Store.RevokeAccessToken} {
+		if err := revoke(tctx, requestID); err != nil {
+			_ = s.Store.Rollback(tctx)
+			return err
+		}
+	}
+	return s.Store.Commit(tctx)
 }
 
 // RevokeSubject ends the user's sessions and revokes their codes and

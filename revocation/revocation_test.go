@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ory/fosite"
+
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage"
@@ -73,5 +75,53 @@ func TestRevokeForgetsEveryReachableEntry(t *testing.T) {
 	}
 	if len(reported) != 1 {
 		t.Errorf("%d failures reported, want 1: %v", len(reported), reported)
+	}
+}
+
+// failingStore is a memory store whose RevokeAccessToken fails, as when
+// the database goes away between fosite's two revocation calls.
+type failingStore struct {
+	*memory.Store
+}
+
+func (failingStore) RevokeAccessToken(context.Context, string) error {
+	return storage.ErrUnavailable
+}
+
+// TestRevokeGrantIsAtomic: revoking a grant's refresh token revokes its
+// access tokens in the same transaction; when that fails, nothing is
+// revoked, so the client's retry of the revocation (which fosite answers
+// 200 once the refresh token is inactive) cannot leave the access token
+// active.
+func TestRevokeGrantIsAtomic(t *testing.T) {
+	ctx := t.Context()
+	mem := memory.New()
+	if err := mem.CreateClient(ctx, &storage.Client{ID: "app", TokenEndpointAuthMethod: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	req := fosite.NewRequest()
+	req.ID = "grant"
+	req.Client = &storage.Client{ID: "app"}
+	req.Session = &fosite.DefaultSession{}
+	if err := mem.CreateAccessTokenSession(ctx, "at", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.CreateRefreshTokenSession(ctx, "rt", "at", req); err != nil {
+		t.Fatal(err)
+	}
+	s := revocation.Store{Store: failingStore{mem}}
+	if err := s.RevokeRefreshToken(ctx, "grant"); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("RevokeRefreshToken: %v, want the failure of the access token half", err)
+	}
+	if _, err := mem.GetRefreshTokenSession(ctx, "rt", &fosite.DefaultSession{}); err != nil {
+		t.Fatalf("refresh token after a failed revocation: %v, want still active (all or nothing)", err)
+	}
+
+	s = revocation.Store{Store: mem}
+	if err := s.RevokeRefreshToken(ctx, "grant"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.GetAccessTokenSession(ctx, "at", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrInactiveToken) {
+		t.Fatalf("access token after revoking the refresh token: %v, want inactive", err)
 	}
 }
