@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
@@ -167,7 +168,7 @@ func (s *scaleStats) add(field *int) {
 	s.mu.Unlock()
 }
 
-// answer is one response through the proxy.
+// scaleAnswer is one response through the proxy.
 type scaleAnswer struct {
 	status  int
 	backend int // -1 when unknown
@@ -184,11 +185,10 @@ func (a scaleAnswer) retryable() bool {
 	return a.err != nil || a.status == http.StatusBadGateway || a.status == http.StatusServiceUnavailable
 }
 
-// scaleRun is the running test: the proxy, the timeline and the stats.
+// scaleRun is the running test: the proxy's URL, the outages and the
+// stats.
 type scaleRun struct {
-	t      *testing.T
 	base   string // the proxy's URL
-	proxy  *frontProxy
 	stats  *scaleStats
 	client *http.Client // no cookies, no redirects
 
@@ -205,7 +205,8 @@ type scaleRun struct {
 // counts as part of the outage (the pool reconnecting).
 const pgRecoveryGrace = 2 * time.Second
 
-// inCut reports whether t falls in the PostgreSQL outage or its grace.
+// inCut reports whether a request from start to end overlaps the
+// PostgreSQL outage or its grace.
 func (r *scaleRun) inCut(start, end time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -611,7 +612,7 @@ func TestScaleOut(t *testing.T) {
 		bases[i] = p.base
 	}
 	front = newFrontProxy(bases)
-	r := &scaleRun{t: t, base: frontSrv.URL, proxy: front, stats: newScaleStats(),
+	r := &scaleRun{base: frontSrv.URL, stats: newScaleStats(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 
@@ -662,10 +663,40 @@ func TestScaleOut(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	var timeline []string
+	var (
+		timelineMu sync.Mutex
+		timeline   []string
+	)
 	mark := func(what string) {
+		timelineMu.Lock()
+		defer timelineMu.Unlock()
 		timeline = append(timeline, fmt.Sprintf("%5.1fs %s", time.Since(start).Seconds(), what))
 	}
+	// When the surviving nodes declare the cluster down (a slot has no
+	// live master after cluster-node-timeout), every Redis call fails and
+	// PostgreSQL answers every retry.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr, MaxRetries: -1})
+		defer c.Close()
+		state := "ok"
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err != nil {
+				continue
+			}
+			if now := clusterStateRe.FindStringSubmatch(info); now != nil && now[1] != state {
+				state = now[1]
+				mark("Redis Cluster state: " + state)
+			}
+		}
+	}()
 	time.Sleep(killRedis)
 	nodes[1].Kill()
 	mark("Redis node " + nodes[1].Addr + " killed (SIGKILL)")
@@ -693,6 +724,8 @@ func TestScaleOut(t *testing.T) {
 	mark("workload stopped")
 	wg.Wait()
 	mark("workers done")
+	timelineMu.Lock() // nothing marks it any more
+	defer timelineMu.Unlock()
 
 	// Afterwards everything works: a clean session, no 5xx at all.
 	before := len(r.stats.violations)
@@ -743,8 +776,8 @@ func TestScaleOut(t *testing.T) {
 
 	// The figures.
 	t.Logf("timeline:\n  %s", strings.Join(timeline, "\n  "))
-	t.Logf("%d workers, %s, %d sessions: %d codes redeemed, %d refreshes, %d grants revoked",
-		workers, duration, iterations.Load(), st.codes, st.refreshes, st.revoked)
+	t.Logf("%d workers and a sign-in user, %s, %d sessions: %d codes redeemed, %d refreshes, %d grants revoked; %d sign-ins",
+		workers, duration, iterations.Load(), st.codes, st.refreshes, st.revoked, st.answers["signin_login 303"])
 	t.Logf("requests by kind: %s", sortedCounts(st.requests))
 	t.Logf("answers by kind and status: %s", sortedCounts(st.answers))
 	t.Logf("retries answered by another replica: %s", sortedCounts(st.retriesAcross))
@@ -803,6 +836,9 @@ func TestScaleOut(t *testing.T) {
 		t.Logf("the killed process had no request in flight")
 	}
 }
+
+// clusterStateRe finds the state in CLUSTER INFO.
+var clusterStateRe = regexp.MustCompile(`cluster_state:(\w+)`)
 
 // exchangeFigures scrapes a process's token exchange counts by path
 // (fresh, replay from Redis, record from PostgreSQL) and its replay cache
