@@ -26,6 +26,7 @@ func TestTranslateUnavailable(t *testing.T) {
 	}{
 		{"connection closed under the query", fmt.Errorf("failed to receive message: %w", io.ErrUnexpectedEOF), true},
 		{"EOF", io.EOF, true},
+		{"connection closed before (commit: conn closed)", fmt.Errorf("commit: %w", pgconn.ErrConnClosed), true},
 		{"dial error", refused, true},
 		{"connection reset", fmt.Errorf("write: %w", syscall.ECONNRESET), true},
 		{"timeout", context.DeadlineExceeded, true},
