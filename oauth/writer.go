@@ -99,7 +99,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := rfc.ErrorField
 	desc := rfc.GetDescription()
 	if status >= 500 && status != http.StatusServiceUnavailable {
-		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
+		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", rfc.ErrorField, "cause", errorCause(err), "debug", rfc.DebugField)
 		code, desc = fosite.ErrServerError.ErrorField, "The server could not complete the request; retry it."
 	}
 	if status == http.StatusUnauthorized || code == fosite.ErrInvalidClient.ErrorField {
@@ -110,6 +110,21 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="authd", charset="UTF-8"`)
 	}
 	writeJSON(w, status, oauthErrorBody{Error: code, Description: errorDescription(desc)})
+}
+
+// errorCause is the message of the first error in err's chain that is not
+// fosite's (whose own message is only its code, e.g. "server_error"), for
+// the log: it names the failure (a storage operation, a driver error),
+// never request content.
+func errorCause(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var rfc *fosite.RFC6749Error
+		if errors.As(e, &rfc) && e.Error() == rfc.Error() {
+			continue // fosite's error, or a stack around it: its message is its code
+		}
+		return e.Error()
+	}
+	return ""
 }
 
 // errorDescription returns d with only the characters RFC 6749 §5.2 allows
