@@ -132,10 +132,27 @@ func (s Store) forgetKeys(ctx context.Context, keys []string) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, k := range keys {
-		if err := s.Cache.Forget(ctx, k); err != nil {
+		err := s.Cache.Forget(ctx, k)
+		for attempt := 1; attempt < forgetAttempts && isTimeout(err); attempt++ {
+			err = s.Cache.Forget(ctx, k)
+		}
+		if err != nil {
 			s.report(err)
 		}
 	}
+}
+
+// forgetAttempts bounds the tries per key when Forget times out. Each
+// Redis call is bounded (150 ms) for the sake of logins; a busy node can
+// exceed that while it answers the next call, and an entry left behind
+// would replay a revoked response. Revocations are rare: they may wait a
+// little longer. A refusal (node down, cluster down) is not retried.
+const forgetAttempts = 3
+
+// isTimeout reports whether err is a timeout, which a retry may not meet.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
 func (s Store) report(err error) {

@@ -3,6 +3,7 @@ package revocation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,22 +16,29 @@ import (
 )
 
 // partialCache is a replay cache one of whose keys cannot be reached, as
-// when its Redis Cluster node is down while the others answer.
+// when its Redis Cluster node is down while the others answer, and
+// another of whose keys times out once (a busy node).
 type partialCache struct {
 	exchangecache.Cache
-	down string
+	down, slow string
+	slowed     *int
 }
 
 func (c partialCache) Forget(ctx context.Context, key string) error {
-	if key == c.down {
+	switch {
+	case key == c.down:
 		return errors.New("dial tcp: connection refused")
+	case key == c.slow && *c.slowed == 0:
+		*c.slowed++
+		return fmt.Errorf("exchangecache: forget: %w", context.DeadlineExceeded)
 	}
 	return c.Cache.Forget(ctx, key)
 }
 
 // TestRevokeForgetsEveryReachableEntry: a revocation drops every replay
 // cache entry of the grant it can reach, even when another entry's node
-// is down, and reports the one it could not drop.
+// is down (and retries one that timed out), and reports the one it could
+// not drop.
 func TestRevokeForgetsEveryReachableEntry(t *testing.T) {
 	ctx := t.Context()
 	store := memory.New()
@@ -55,7 +63,8 @@ func TestRevokeForgetsEveryReachableEntry(t *testing.T) {
 	// The store lists the keys in any order: with an early failure, the
 	// old loop (stop at the first error) left the rest replayable.
 	var reported []error
-	s := revocation.Store{Store: store, Cache: partialCache{Cache: mem, down: "r:first"},
+	slowed := 0
+	s := revocation.Store{Store: store, Cache: partialCache{Cache: mem, down: "r:first", slow: "r:second", slowed: &slowed},
 		OnError: func(err error) { reported = append(reported, err) }}
 	if err := s.RevokeRefreshToken(ctx, "grant"); err != nil {
 		t.Fatal(err)
