@@ -185,3 +185,41 @@ func (f fositeStore) GetPKCERequestSession(ctx context.Context, sig string, sess
 	}
 	return req, err
 }
+
+// revokerStore is the store as fosite's RFC 7009 handler sees it. A token
+// that is already inactive is answered 200 by fosite without revoking
+// anything; revokerStore then drops its grant's replay cache entries
+// (revocation.Store.ForgetGrant), in case the revocation that made it
+// inactive committed on a process that died before dropping them: the
+// client's retry of the revocation finishes the job, so the revoked
+// response is not replayed from Redis.
+type revokerStore struct {
+	storage.Store
+}
+
+// grantForgetter is revocation.Store's ForgetGrant.
+type grantForgetter interface {
+	ForgetGrant(ctx context.Context, requestID string)
+}
+
+func (s revokerStore) inactive(ctx context.Context, req fosite.Requester, err error) {
+	if f, ok := s.Store.(grantForgetter); ok && req != nil && errors.Is(err, storage.ErrInactiveToken) {
+		f.ForgetGrant(ctx, req.GetID())
+	}
+}
+
+// GetRefreshTokenSession is the store's, and drops an inactive token's
+// grant's replay cache entries.
+func (s revokerStore) GetRefreshTokenSession(ctx context.Context, sig string, sess fosite.Session) (fosite.Requester, error) {
+	req, err := s.Store.GetRefreshTokenSession(ctx, sig, sess)
+	s.inactive(ctx, req, err)
+	return req, err
+}
+
+// GetAccessTokenSession is the store's, and drops an inactive token's
+// grant's replay cache entries.
+func (s revokerStore) GetAccessTokenSession(ctx context.Context, sig string, sess fosite.Session) (fosite.Requester, error) {
+	req, err := s.Store.GetAccessTokenSession(ctx, sig, sess)
+	s.inactive(ctx, req, err)
+	return req, err
+}

@@ -78,7 +78,7 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 		Config:       fc,
 	}
 	revoker := &fositeoauth2.TokenRevocationHandler{
-		TokenRevocationStorage: store,
+		TokenRevocationStorage: revokerStore{store},
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,
 	}
