@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ory/fosite"
 
@@ -156,7 +157,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 				}
 				if err := s.people.GrantConsent(ctx, cur.user.Subject, client.ID, ar.GetRequestedScopes()); err != nil {
 					s.log.Error("grant consent", "error", err)
-					s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+					s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 					return
 				}
 			} else if s.needsConsent(ctx, client, cur.user.Subject, ar) {
@@ -228,6 +229,11 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 		return
 	}
 	u, err := s.people.Authenticate(ctx, username, post.Get("password"))
+	if errors.Is(err, storage.ErrUnavailable) {
+		// Not a wrong password, and not charged to the back-off.
+		s.renderUnavailable(w)
+		return
+	}
 	if err != nil {
 		if !errors.Is(err, identity.ErrInvalidCredentials) {
 			s.log.Error("authenticate", "error", err)
@@ -248,7 +254,7 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 	ref, bs, err := s.people.StartSession(ctx, u.Subject, []string{"pwd"})
 	if err != nil {
 		s.log.Error("start session", "error", err)
-		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
 	s.cookies.setSession(w, ref, s.cfg.SessionTTL)
@@ -301,7 +307,7 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	tx, err := s.store.BeginTX(ctx)
 	if err != nil {
 		s.log.Error("begin", "error", err)
-		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
 	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
@@ -318,7 +324,7 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
 		if !errors.Is(err, identity.ErrNoSession) {
 			s.log.Error("use session", "error", err)
-			s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 			return
 		}
 		s.cookies.clearSession(w)
@@ -327,7 +333,7 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	}
 	if err := s.store.Commit(tx); err != nil {
 		s.log.Error("commit code", "error", err)
-		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return
 	}
 	// RFC 9207 §2: the authorization response carries the issuer.
@@ -366,6 +372,10 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 		return refuse("The client_id parameter is missing.", "missing client_id")
 	}
 	fc, err := s.store.GetClient(r.Context(), id)
+	if errors.Is(err, storage.ErrUnavailable) {
+		s.renderUnavailable(w)
+		return true
+	}
 	if err != nil {
 		if !errors.Is(err, storage.ErrNotFound) {
 			s.log.Error("get client", "error", err)
@@ -391,9 +401,14 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 // §4.1.2.1, when the client or redirect_uri is invalid the user agent is
 // NOT redirected: a page explains the error. Otherwise the error is sent to
 // the redirect_uri with state and iss (RFC 9207 §2).
+//
+// A storage outage (storage.ErrUnavailable) is temporarily_unavailable
+// (RFC 6749 §4.1.2.1), so the app can offer to try again.
 func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeRequester, err error) {
-	rfc := fosite.ErrorToRFC6749Error(err)
-	if rfc.CodeField >= 500 {
+	rfc := toRFC6749(err)
+	if rfc == errUnavailable {
+		s.log.Info("authorization request failed: storage unavailable", "error", err)
+	} else if rfc.CodeField >= 500 {
 		s.log.Error("authorization endpoint error", "error", err)
 	} else {
 		s.log.Info("authorization request failed", "error", rfc.ErrorField, "reason", rfc.HintField)
@@ -407,6 +422,10 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		rfc = &e
 	}
 	if ar == nil || !ar.IsRedirectURIValid() {
+		if rfc == errUnavailable {
+			s.renderUnavailable(w)
+			return
+		}
 		// refuseRequest has already named a missing or unknown client and
 		// an unregistered redirect_uri; say what else fosite found.
 		detail := "The app sent an invalid sign-in request."
@@ -490,6 +509,14 @@ func (s *Server) renderError(w http.ResponseWriter, status int, msg, detail stri
 	if err := s.pages.Error(w, templates.ErrorData{Message: msg, Detail: detail}); err != nil {
 		s.log.Error("render error page", "error", err)
 	}
+}
+
+// renderUnavailable answers a page request that failed because the
+// database could not be reached: 503 with Retry-After, and a page that
+// says to try again (not "wrong password", not "unknown app").
+func (s *Server) renderUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", retryAfter(time.Second))
+	s.renderError(w, http.StatusServiceUnavailable, "Sign-in is unavailable for a moment.", "Please try again in a few seconds.")
 }
 
 func clientName(c *storage.Client) string {

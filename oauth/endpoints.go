@@ -56,6 +56,11 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 	}
 	hint := fosite.TokenUse(r.PostForm.Get("token_type_hint"))
 	use, ar, err := s.provider.IntrospectToken(ctx, token, hint, newSession(""))
+	if errors.Is(err, storage.ErrUnavailable) {
+		// Not "inactive": the database did not answer (503, retry).
+		s.writeError(w, r, err)
+		return
+	}
 	if err != nil {
 		// RFC 7662 §2.2: an invalid, expired or revoked token is inactive,
 		// without further detail.
@@ -171,10 +176,11 @@ func (s *Server) revoke(ctx context.Context, client fosite.Client, token, hint s
 	}
 	id := grant.GetID()
 	rctx := context.WithoutCancel(ctx) // a revocation is not abandoned halfway
+	// One transaction for the grant's refresh and access tokens
+	// (revocation.Store), then its replay cache entries; a retry of a
+	// revocation interrupted anywhere finds the token (inactive or not)
+	// and finishes the job.
 	if err := s.revoker.RevokeRefreshToken(rctx, id); err != nil {
-		return fosite.ErrTemporarilyUnavailable.WithHint("The token could not be revoked; retry the request.").WithWrap(err)
-	}
-	if err := s.revoker.RevokeAccessToken(rctx, id); err != nil {
 		return fosite.ErrTemporarilyUnavailable.WithHint("The token could not be revoked; retry the request.").WithWrap(err)
 	}
 	return nil

@@ -247,10 +247,17 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 
 // fromRecord answers a retry from the durable replay record. It returns
 // (nil, nil) when the record cannot answer (none, another fingerprint,
-// window closed, another scope): that is reuse. A matching record of a
+// window closed, another scope): that is reuse. A database that cannot be
+// reached is an error (503), never reuse. A matching record of a
 // grant revoked since is invalid_grant without revoking anything more.
 func (x *grantExchanger) fromRecord(ctx context.Context, req *tokenRequest) (*answer, error) {
 	rec, err := x.store.GetReplayRecord(ctx, req.id.key)
+	if errors.Is(err, storage.ErrUnavailable) {
+		// Not reuse: the database did not answer. 503, and the client's
+		// retry finds the record (found by the scale-out test: a
+		// concurrent duplicate during an outage got invalid_grant).
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
 	if err != nil {
 		if !errors.Is(err, storage.ErrNotFound) {
 			x.log.Warn("replay record unreadable; treating the request as reuse", "error", err)

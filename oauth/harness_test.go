@@ -54,6 +54,7 @@ type harnessOpts struct {
 	cache   exchangecache.Cache
 	cfg     func(*oauth.Config)
 	pool    *pgxpool.Pool // share a database with another harness
+	store   storage.Store // backend "custom": this store
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -69,6 +70,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	switch strings.TrimSuffix(o.backend, "+clientcache") {
 	case "memory":
 		h.store = memory.New()
+	case "custom":
+		h.store = o.store
 	case "postgres":
 		h.pool = o.pool
 		if h.pool == nil {

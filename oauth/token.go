@@ -111,7 +111,7 @@ func (s *Server) chargeClient(c fosite.Client) error {
 // and records its metrics.
 func (s *Server) writeToken(w http.ResponseWriter, req *tokenRequest, a *answer, err error, start time.Time) {
 	if err != nil {
-		outcome := fosite.ErrorToRFC6749Error(err).ErrorField
+		outcome := toRFC6749(err).ErrorField
 		var later *retryLater
 		if errors.As(err, &later) {
 			outcome = "rate_limited"

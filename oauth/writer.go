@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ory/fosite"
+
+	"github.com/authd/authd/storage"
 )
 
 // This file is the one writer of the token, revocation and introspection
@@ -39,6 +41,22 @@ var errBusy error = &retryLater{
 	after: time.Second,
 }
 
+// errUnavailable is 503 temporarily_unavailable, for a request that failed
+// because the database could not be reached (storage.ErrUnavailable): a
+// retry is safe and will be answered once it is back (an exchange whose
+// commit was cut off is then answered from its replay record).
+var errUnavailable = fosite.ErrTemporarilyUnavailable.WithHint("The server's storage is unavailable for a moment; retry the request.")
+
+// toRFC6749 is the RFC 6749 error answered for err: errUnavailable when a
+// storage outage is anywhere in its chain (fosite wraps it as
+// server_error), else fosite's reading of it.
+func toRFC6749(err error) *fosite.RFC6749Error {
+	if errors.Is(err, storage.ErrUnavailable) {
+		return errUnavailable
+	}
+	return fosite.ErrorToRFC6749Error(err)
+}
+
 // writeJSON writes v as JSON with the given status and no-store caching
 // (RFC 6749 §5.1: token responses MUST carry Cache-Control: no-store).
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -60,12 +78,14 @@ type oauthErrorBody struct {
 //     §5.2 for invalid_client): Basic when the client tried the
 //     Authorization header, else the scheme a client should use;
 //   - 429 and 503 carry Retry-After;
+//   - a storage outage (storage.ErrUnavailable) is 503
+//     temporarily_unavailable, not a server error;
 //   - error_description holds only the characters RFC 6749 §5.2 allows.
 //
 // Server errors (5xx other than 503) are logged once, here, without request
 // content; the client sees server_error and nothing of the cause.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	rfc := fosite.ErrorToRFC6749Error(err)
+	rfc := toRFC6749(err)
 	status := rfc.CodeField
 	if status < 400 || status > 599 {
 		status = http.StatusInternalServerError
@@ -79,7 +99,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := rfc.ErrorField
 	desc := rfc.GetDescription()
 	if status >= 500 && status != http.StatusServiceUnavailable {
-		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", err)
+		s.log.Error("oauth endpoint error", "route", r.URL.Path, "error", rfc.ErrorField, "cause", errorCause(err), "debug", rfc.DebugField)
 		code, desc = fosite.ErrServerError.ErrorField, "The server could not complete the request; retry it."
 	}
 	if status == http.StatusUnauthorized || code == fosite.ErrInvalidClient.ErrorField {
@@ -117,6 +137,21 @@ func (s *Server) writeBearerError(w http.ResponseWriter, r *http.Request, status
 		desc = "The request carries no access token."
 	}
 	writeJSON(w, status, oauthErrorBody{Error: code, Description: desc})
+}
+
+// errorCause is the message of the first error in err's chain that is not
+// fosite's (whose own message is only its code, e.g. "server_error"), for
+// the log: it names the failure (a storage operation, a driver error),
+// never request content.
+func errorCause(err error) string {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var rfc *fosite.RFC6749Error
+		if errors.As(e, &rfc) && e.Error() == rfc.Error() {
+			continue // fosite's error, or a stack around it: its message is its code
+		}
+		return e.Error()
+	}
+	return ""
 }
 
 // errorDescription returns d with only the characters RFC 6749 §5.2 allows

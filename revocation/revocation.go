@@ -33,20 +33,44 @@ type Store struct {
 	OnError func(error)
 }
 
-// RevokeAccessToken revokes the grant's access tokens (RFC 7009 §2.1) and
-// drops its replay cache entries.
+// RevokeAccessToken revokes the grant: its access and refresh tokens, in
+// one transaction (revokeGrant), and drops its replay cache entries.
 func (s Store) RevokeAccessToken(ctx context.Context, requestID string) error {
-	err := s.Store.RevokeAccessToken(ctx, requestID)
+	err := s.revokeGrant(ctx, requestID)
 	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
 	return err
 }
 
-// RevokeRefreshToken revokes the grant's refresh tokens (RFC 7009 §2.1) and
-// drops its replay cache entries.
+// RevokeRefreshToken revokes the grant: its refresh and access tokens, in
+// one transaction (revokeGrant), and drops its replay cache entries.
 func (s Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
-	err := s.Store.RevokeRefreshToken(ctx, requestID)
+	err := s.revokeGrant(ctx, requestID)
 	s.forget(ctx, storage.ReplayScope{RequestID: requestID})
 	return err
+}
+
+// revokeGrant revokes every refresh and access token of requestID in one
+// transaction (nested, when ctx carries one): both or neither.
+//
+// Every caller ends a grant with two calls, RevokeRefreshToken then
+// RevokeAccessToken (fosite's RFC 7009 handler, its reuse handling, the
+// exchanger's). Run as two transactions, an outage between them committed
+// the first alone; the client's retry of the revocation then found the
+// refresh token inactive, which fosite answers 200 "already revoked",
+// and the access token stayed active (found by the scale-out test). The
+// second call is now a no-op that costs one round trip.
+func (s Store) revokeGrant(ctx context.Context, requestID string) error {
+	tctx, err := s.Store.BeginTX(ctx)
+	if err != nil {
+		return err
+	}
+	for _, revoke := range []func(context.Context, string) error{s.Store.RevokeRefreshToken, s.Store.RevokeAccessToken} {
+		if err := revoke(tctx, requestID); err != nil {
+			_ = s.Store.Rollback(tctx)
+			return err
+		}
+	}
+	return s.Store.Commit(tctx)
 }
 
 // RevokeSubject ends the user's sessions and revokes their codes and
@@ -100,18 +124,37 @@ func (s Store) forget(ctx context.Context, scope storage.ReplayScope) {
 }
 
 // forgetKeys drops cache entries, detached from the request: a client that
-// hangs up must not leave a revoked response replayable.
+// hangs up must not leave a revoked response replayable. It tries every
+// key whatever failed before: in a Redis Cluster one key's node may be
+// down while the others answer, and stopping at the first failure left
+// the reachable entries replayable.
 func (s Store) forgetKeys(ctx context.Context, keys []string) {
 	if s.Cache == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
 	for _, k := range keys {
-		if err := s.Cache.Forget(ctx, k); err != nil {
+		err := s.Cache.Forget(ctx, k)
+		for attempt := 1; attempt < forgetAttempts && isTimeout(err); attempt++ {
+			err = s.Cache.Forget(ctx, k)
+		}
+		if err != nil {
 			s.report(err)
-			return
 		}
 	}
+}
+
+// forgetAttempts bounds the tries per key when Forget times out. Each
+// Redis call is bounded (150 ms) for the sake of logins; a busy node can
+// exceed that while it answers the next call, and an entry left behind
+// would replay a revoked response. Revocations are rare: they may wait a
+// little longer. A refusal (node down, cluster down) is not retried.
+const forgetAttempts = 3
+
+// isTimeout reports whether err is a timeout, which a retry may not meet.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
 func (s Store) report(err error) {

@@ -32,6 +32,13 @@ var (
 	// ErrAlreadyExists reports a unique-key conflict on create
 	// (SQLSTATE 23505), e.g. a client_id or username already taken.
 	ErrAlreadyExists = errors.New("storage: already exists")
+	// ErrUnavailable reports that the backend could not be reached or the
+	// connection broke before it answered (refused, reset, closed, timed
+	// out, or the server shutting down or starting up). Whether a write
+	// sent before the break took effect is unknown; a transaction either
+	// committed whole or not at all. The caller answers "retry later"
+	// (503) rather than a server error.
+	ErrUnavailable = errors.New("storage: backend unavailable")
 )
 
 // Client is a registered OAuth 2.0 client (RFC 6749 §2, RFC 7591 §2 metadata).

@@ -41,6 +41,8 @@ func freeAddr(t *testing.T) string {
 type authdProcess struct {
 	cmd  *exec.Cmd
 	base string
+	ops  string // the operations listener's address
+	log  string // the file holding its stdout and stderr
 	done chan error
 }
 
@@ -52,8 +54,9 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &authdProcess{base: "http://" + addr, done: make(chan error, 1)}
+	p := &authdProcess{base: "http://" + addr, log: f.Name(), done: make(chan error, 1)}
 	opsAddr := freeAddr(t)
+	p.ops = opsAddr
 	p.cmd = exec.Command(bin, "serve")
 	p.cmd.Env = append(append(append([]string(nil), env...), "AUTHD_ADDR="+addr, "AUTHD_OPS_ADDR="+opsAddr), extra...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f

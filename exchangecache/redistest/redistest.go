@@ -2,9 +2,10 @@
 //
 // [Addr] returns the shared server named by AUTHD_TEST_REDIS_ADDR; [Start]
 // launches a private redis-server that a test may kill mid-test to exercise
-// the fail-open paths. Both skip the test when their prerequisite is
-// missing, and fail it instead when AUTHD_TEST_REQUIRE_BACKENDS=1 or CI=true,
-// so CI can never skip silently.
+// the fail-open paths; [StartCluster] launches a private three-node Redis
+// Cluster whose nodes a test may kill one by one. All skip the test when
+// their prerequisite is missing, and fail it instead when
+// AUTHD_TEST_REQUIRE_BACKENDS=1 or CI=true, so CI can never skip silently.
 package redistest
 
 import (
@@ -102,15 +103,21 @@ func start(t testing.TB, bin string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
+	return startOn(t, bin, port)
+}
+
+// startOn launches redis-server on port with extra arguments and waits
+// until it answers PING.
+func startOn(t testing.TB, bin string, port int, extra ...string) (string, func(), error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	var out bytes.Buffer
-	cmd := exec.Command(bin,
+	cmd := exec.Command(bin, append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", t.TempDir(),
-	)
+	}, extra...)...)
 	cmd.Stdout = &syncWriter{w: &out}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {

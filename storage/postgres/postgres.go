@@ -12,8 +12,9 @@
 //
 // Errors are translated at this edge: pgx.ErrNoRows and foreign-key
 // violations become storage.ErrNotFound, SQLSTATE 23505 becomes
-// storage.ErrAlreadyExists, 40001/40P01 become storage.ErrSerializationFailure.
-// The driver error stays wrapped too.
+// storage.ErrAlreadyExists, 40001/40P01 become storage.ErrSerializationFailure,
+// and a database that cannot be reached (or a connection that broke) becomes
+// storage.ErrUnavailable. The driver error stays wrapped too.
 //
 // Deleting a client deletes every code, token and PKCE session issued to it
 // (ON DELETE CASCADE) in the same statement: they are not merely deactivated
@@ -25,6 +26,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -101,6 +106,9 @@ func translate(op string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("postgres: %s: %w", op, storage.ErrNotFound)
 	}
+	if unavailable(err) {
+		return fmt.Errorf("postgres: %s: %w: %w", op, storage.ErrUnavailable, err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -117,6 +125,35 @@ func translate(op string, err error) error {
 		}
 	}
 	return fmt.Errorf("postgres: %s: %w", op, err)
+}
+
+// unavailable reports whether err means that PostgreSQL could not be
+// reached or the connection broke before an answer: a failed connect, a
+// network error or timeout, a connection closed under the query (EOF), or
+// the server refusing work while it shuts down, restarts or starts
+// (SQLSTATE class 08, 57P01–57P03). A request the client canceled is not
+// an outage.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	// SafeToRetry: the driver failed before sending anything;
+	// ErrConnClosed: the connection was closed by an earlier failure
+	// (a COMMIT on it never reached the server).
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }
 
 // ---- transactions and health ----
