@@ -87,7 +87,8 @@ client_id() { sed -n 's/.*"client_id": *"\([^"]*\)".*/\1/p' | head -1; }
 public=$("$work/authd" clients add <<'EOF' | client_id
 {"client_name": "authbench (public, first-party)", "redirect_uris": ["dev.authd.authbench:/callback", "https://authbench.example/callback"],
  "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
- "response_types": ["code"], "scope": "openid offline_access", "skip_consent": true}
+ "response_types": ["code"], "scope": "openid offline_access", "skip_consent": true,
+ "id_token_signed_response_alg": "ES256"}
 EOF
 )
 svc_json=$("$work/authd" clients add <<'EOF'
