@@ -413,10 +413,20 @@ func DecodeEmpty(body []byte) error {
 // decodeJSON decodes body, which must be one JSON object with only known
 // members, into v.
 func decodeJSON(body []byte, v any) error {
-	fail := func(desc string) error { return newError(ErrInvalidMetadata, desc) }
+	if problem := DecodeObject(body, v, "client metadata"); problem != "" {
+		return newError(ErrInvalidMetadata, strings.TrimSuffix(problem, ".")+" (RFC 7591 §2).")
+	}
+	return nil
+}
+
+// DecodeObject decodes body, which must be exactly one JSON object with
+// only members v knows, into v, and returns "" or a description of what is
+// wrong with it (for an error_description; what names the object, e.g.
+// "client metadata"). The admin API's adapters share it.
+func DecodeObject(body []byte, v any, what string) string {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return fail("The request body must be a JSON object of client metadata (RFC 7591 §2).")
+		return "The request body must be a JSON object of " + what + "."
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -427,17 +437,17 @@ func decodeJSON(body []byte, v any) error {
 		)
 		switch {
 		case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-			return fail("The request body is not valid JSON.")
+			return "The request body is not valid JSON."
 		case errors.As(err, &typ):
-			return fail(fmt.Sprintf("The member %q has the wrong type.", typ.Field))
+			return fmt.Sprintf("The member %q has the wrong type.", typ.Field)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			// encoding/json has no typed error for unknown fields.
-			return fail(fmt.Sprintf("Unknown client metadata %s (RFC 7591 §2).", strings.TrimPrefix(err.Error(), "json: unknown field ")))
+			return fmt.Sprintf("Unknown %s member %s.", what, strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
-		return fail("The request body is not valid client metadata.")
+		return "The request body is not valid " + what + "."
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail("The request body must hold exactly one JSON object.")
+		return "The request body must hold exactly one JSON object."
 	}
-	return nil
+	return ""
 }

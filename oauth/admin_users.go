@@ -1,13 +1,11 @@
 package oauth
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -569,30 +567,8 @@ func decodeUserCursor(cursor string) (string, bool) {
 // decodeUserJSON decodes body, which must be one JSON object with only
 // known members, into v; anything else is 400 invalid_request.
 func decodeUserJSON(body []byte, v any) error {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return invalidRequest("The request body must be a JSON object.")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var (
-			syn *json.SyntaxError
-			typ *json.UnmarshalTypeError
-		)
-		switch {
-		case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
-			return invalidRequest("The request body is not valid JSON.")
-		case errors.As(err, &typ):
-			return invalidRequest(fmt.Sprintf("The member %q has the wrong type.", typ.Field))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			// encoding/json has no typed error for unknown fields.
-			return invalidRequest(fmt.Sprintf("Unknown member %s.", strings.TrimPrefix(err.Error(), "json: unknown field ")))
-		}
-		return invalidRequest("The request body is not valid.")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidRequest("The request body must hold exactly one JSON object.")
+	if problem := clientadmin.DecodeObject(body, v, "user"); problem != "" {
+		return invalidRequest(problem)
 	}
 	return nil
 }
