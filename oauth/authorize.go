@@ -316,6 +316,15 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	if n := ar.GetRequestForm().Get("nonce"); n != "" {
 		sess.Extra["nonce"] = n
 	}
+	// RFC 9449 §10: dpop_jkt binds the code to a DPoP key; the exchange
+	// must then present a proof from it (bind, dpop.go).
+	if jkt := ar.GetRequestForm().Get("dpop_jkt"); jkt != "" {
+		if !jktRe.MatchString(jkt) {
+			s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("dpop_jkt must be a base64url SHA-256 JWK thumbprint (RFC 9449 Section 10, RFC 7638)."))
+			return
+		}
+		sess.Extra[extraDPoPJKT] = jkt
+	}
 	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)

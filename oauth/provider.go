@@ -80,7 +80,7 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 	ccHandler := &clientCredentialsHandler{&fositeoauth2.ClientCredentialsGrantHandler{
 		HandleHelper: &fositeoauth2.HandleHelper{
 			AccessTokenStrategy: strategy,
-			AccessTokenStorage:  store,
+			AccessTokenStorage:  guarded, // binds to a DPoP key (adapter.go)
 			Config:              fc,
 		},
 		Config: fc,
