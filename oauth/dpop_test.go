@@ -1,14 +1,17 @@
 package oauth_test
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/dpop/rsverify"
 	"github.com/authd/authd/exchangecache/redistest"
 	"github.com/authd/authd/oauth"
 )
@@ -391,5 +395,33 @@ func TestWithoutDPoP(t *testing.T) {
 	}
 	if st, _, _ := h.userinfo(t, "DPoP "+res.str("access_token"), newDPoPKey(t, "ES256").proof(t, "GET", h.srv.URL+"/oauth2/userinfo", "", res.str("access_token"))); st != 401 {
 		t.Fatalf("a bearer token as DPoP: %d", st)
+	}
+}
+
+// TestDPoPResourceServer: package rsverify, as a resource server uses it,
+// accepts authd's DPoP-bound token with a proof from its key through
+// authd's introspection, and refuses it as Bearer or with another key.
+func TestDPoPResourceServer(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	c := &dpopClient{h: h, key: newDPoPKey(t, "ES256")}
+	code, verifier := h.code(t, publicClient)
+	at := c.token(t, codeForm(code, verifier)).str("access_token")
+	v := &rsverify.Verifier{IntrospectionURL: h.srv.URL + "/oauth2/introspect", ClientID: confClient, ClientSecret: confSecret}
+	const resource = "https://api.example.com/orders"
+	call := func(auth string, k dpopKey) error {
+		r := httptest.NewRequest(http.MethodGet, resource, nil)
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("DPoP", k.proof(t, "GET", resource, "", at))
+		_, err := v.Verify(context.Background(), r, resource)
+		return err
+	}
+	if err := call("DPoP "+at, c.key); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("Bearer "+at, c.key); !errors.Is(err, rsverify.ErrInvalidToken) {
+		t.Fatalf("as Bearer: %v", err)
+	}
+	if err := call("DPoP "+at, newDPoPKey(t, "EdDSA")); !errors.Is(err, rsverify.ErrInvalidToken) {
+		t.Fatalf("another key: %v", err)
 	}
 }
