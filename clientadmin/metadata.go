@@ -40,6 +40,10 @@ type ClientMetadata struct {
 	// Connect Dynamic Client Registration 1.0 §2): RS256 (the default)
 	// or ES256.
 	IDTokenSignedResponseAlg string `json:"id_token_signed_response_alg,omitempty"`
+	// DPoPBoundAccessTokens (RFC 9449 §5.2): the client must present a
+	// DPoP proof on every token request, and so gets only DPoP-bound
+	// tokens.
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -375,6 +379,7 @@ func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt tim
 		SkipConsent:              meta.SkipConsent,
 		PostLogoutRedirectURIs:   slices.Clone(meta.PostLogoutRedirectURIs),
 		IDTokenSignedResponseAlg: meta.IDTokenSignedResponseAlg,
+		DPoPBoundAccessTokens:    meta.DPoPBoundAccessTokens,
 		CreatedAt:                storage.NormalizeTime(createdAt),
 		UpdatedAt:                storage.NormalizeTime(updatedAt),
 	}
@@ -401,6 +406,7 @@ func clientInformation(c *storage.Client) *ClientInformation {
 			SkipConsent:              c.SkipConsent,
 			PostLogoutRedirectURIs:   slices.Clone(c.PostLogoutRedirectURIs),
 			IDTokenSignedResponseAlg: c.IDTokenSignedResponseAlg,
+			DPoPBoundAccessTokens:    c.DPoPBoundAccessTokens,
 		},
 	}
 	if info.RedirectURIs == nil {

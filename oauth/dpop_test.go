@@ -425,3 +425,37 @@ func TestDPoPResourceServer(t *testing.T) {
 		t.Fatalf("another key: %v", err)
 	}
 }
+
+// TestDPoPBoundClient: a client registered through the admin API with
+// dpop_bound_access_tokens (RFC 9449 §5.2) is refused without a proof,
+// which consumes nothing, and gets DPoP tokens with one; the metadata is
+// stored (PostgreSQL and memory).
+func TestDPoPBoundClient(t *testing.T) {
+	for _, backend := range []string{"memory", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { c.DPoPNonce = oauth.DPoPNonceOff }})
+			res := h.admin(t, adminReq{method: "POST", path: "/admin/clients", body: `{"client_name":"DPoP app","redirect_uris":["` + publicRedirect + `"],` +
+				`"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none",` +
+				`"scope":"openid offline_access","skip_consent":true,"dpop_bound_access_tokens":true}`})
+			id := res.str("client_id")
+			if res.status != 201 || res.body["dpop_bound_access_tokens"] != true {
+				t.Fatalf("register: %s", res)
+			}
+			if got := h.admin(t, adminReq{method: "GET", path: "/admin/clients/" + id}); got.body["dpop_bound_access_tokens"] != true {
+				t.Fatalf("stored metadata: %s", got)
+			}
+			conf := h.oauthConfig(publicClient)
+			conf.ClientID = id
+			verifier := oauth2.GenerateVerifier()
+			code := h.login(t, newBrowser(t), conf.AuthCodeURL("state-0123", oauth2.S256ChallengeOption(verifier))).Query().Get("code")
+			form := codeForm(code, verifier)
+			form.Set("client_id", id)
+			wantError(t, h.postForm(t, "/oauth2/token", form, "", ""), 400, "invalid_dpop_proof")
+			key := newDPoPKey(t, "ES256")
+			tok := h.dpopPost(t, form, key.proof(t, "POST", h.srv.URL+"/oauth2/token", "", ""))
+			if tok.status != 200 || tok.str("token_type") != "DPoP" {
+				t.Fatalf("with a proof: %d %v", tok.status, tok.body)
+			}
+		})
+	}
+}

@@ -75,6 +75,9 @@ type Client struct {
 	// (OpenID Connect Dynamic Client Registration §2): "RS256" (the
 	// default, when empty) or "ES256".
 	IDTokenSignedResponseAlg string
+	// DPoPBoundAccessTokens (RFC 9449 §5.2): every token request of the
+	// client must carry a DPoP proof.
+	DPoPBoundAccessTokens bool
 	// SkipConsent marks a first-party client whose users are not asked
 	// for consent.
 	SkipConsent bool
@@ -84,6 +87,9 @@ type Client struct {
 }
 
 var _ fosite.Client = (*Client)(nil)
+
+// RequiresDPoP reports DPoPBoundAccessTokens (RFC 9449 §5.2).
+func (c *Client) RequiresDPoP() bool { return c.DPoPBoundAccessTokens }
 
 // GetID returns the client_id.
 func (c *Client) GetID() string { return c.ID }
