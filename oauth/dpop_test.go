@@ -459,3 +459,53 @@ func TestDPoPBoundClient(t *testing.T) {
 		})
 	}
 }
+
+// TestDPoPGarbage: malformed DPoP headers and Authorization: DPoP values
+// are 4xx, never a 5xx, at the token endpoint and UserInfo; the metadata
+// lists the proof algorithms (RFC 9449 §5.1).
+func TestDPoPGarbage(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	code, verifier := h.code(t, publicClient)
+	key := newDPoPKey(t, "ES256")
+	good := key.proof(t, "POST", h.srv.URL+"/oauth2/token", "", "")
+	parts := strings.Split(good, ".")
+	for _, p := range []string{"", " ", "x", "a.b.c", "..", parts[0] + ".." + parts[2], parts[0] + "." + parts[1] + ".",
+		"eyJhbGciOiJub25lIiwidHlwIjoiZHBvcCtqd3QifQ.e30.", strings.Repeat("A", 9000), `{"payload":"e30"}`,
+		parts[0] + ".bm90IGpzb24." + parts[2], "\xff\xfe"} {
+		res := h.dpopPost(t, codeForm(code, verifier), p)
+		if res.status != 400 || (res.str("error") != "invalid_dpop_proof" && res.str("error") != "use_dpop_nonce") {
+			t.Fatalf("token endpoint, DPoP %q: %d %v", truncateForLog(p), res.status, res.body)
+		}
+		if st, _, _ := h.userinfo(t, "DPoP x", p); st != 401 && st != 400 {
+			t.Fatalf("userinfo, DPoP %q: %d", truncateForLog(p), st)
+		}
+	}
+	for _, auth := range []string{"DPoP ", "DPoP", "dpop  x", "DPoP \xff"} {
+		if st, _, _ := h.userinfo(t, auth, good); st >= 500 {
+			t.Fatalf("userinfo, Authorization %q: %d", auth, st)
+		}
+	}
+	// The code is still unused.
+	if res := h.redeem(t, code, verifier); res.status != 200 {
+		t.Fatal("garbage consumed the code")
+	}
+	resp, err := http.Get(h.srv.URL + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var md struct {
+		Algs []string `json:"dpop_signing_alg_values_supported"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&md)
+	if strings.Join(md.Algs, " ") != "ES256 RS256 EdDSA Ed25519" {
+		t.Fatalf("dpop_signing_alg_values_supported: %v", md.Algs)
+	}
+}
+
+func truncateForLog(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
