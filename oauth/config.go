@@ -102,6 +102,10 @@ type Config struct {
 	// hold across replicas and restarts. The round trip is checked before
 	// the grant, so it never consumes a code or rotates a refresh token.
 	DPoPNonce string
+	// RequirePAR makes every authorization request come by PAR (RFC 9126
+	// §6, require_pushed_authorization_requests for the whole server); a
+	// client can also require it for itself (client metadata).
+	RequirePAR bool
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.

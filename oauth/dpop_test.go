@@ -68,10 +68,12 @@ func (h *harness) dpopPost(t testing.TB, form url.Values, proofs ...string) toke
 	for _, p := range proofs {
 		req.Header.Add("DPoP", p)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return h.do(t, req)
+}
+
+// readTokenResult reads a JSON answer.
+func readTokenResult(t testing.TB, resp *http.Response) tokenResult {
+	t.Helper()
 	defer resp.Body.Close()
 	res := tokenResult{status: resp.StatusCode, header: resp.Header, body: map[string]any{}}
 	raw, _ := io.ReadAll(resp.Body)

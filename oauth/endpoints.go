@@ -228,6 +228,9 @@ type metadata struct {
 	// DPoPSigningAlgValuesSupported are the DPoP proof algorithms (RFC
 	// 9449 §5.1).
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
+	// PAR (RFC 9126 §5).
+	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
+	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 }
 
 // endSessionEndpoint is the RP-initiated logout endpoint (endsession.go).
@@ -247,28 +250,30 @@ func (s *Server) metadataDocument() metadata {
 	}
 	iss := s.cfg.Issuer
 	return metadata{
-		Issuer:                            iss,
-		AuthorizationEndpoint:             iss + pathAuthorize,
-		TokenEndpoint:                     iss + pathToken,
-		UserinfoEndpoint:                  iss + pathUserinfo,
-		JWKSURI:                           iss + pathJWKS,
-		EndSessionEndpoint:                s.endSessionEndpoint(),
-		RevocationEndpoint:                iss + pathRevoke,
-		IntrospectionEndpoint:             iss + pathIntrospect,
-		ScopesSupported:                   []string{"openid", "offline_access", "profile", "email"},
-		ResponseTypesSupported:            []string{"code"},
-		ResponseModesSupported:            []string{"query"},
-		GrantTypesSupported:               []string{"authorization_code", "refresh_token", "client_credentials"},
-		SubjectTypesSupported:             []string{"public"},
-		IDTokenSigningAlgValuesSupported:  []string{"RS256", "ES256"},
-		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
-		RevocationAuthMethodsSupported:    []string{"client_secret_basic", "client_secret_post", "none"},
-		IntrospectionAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "bearer"},
-		ClaimsSupported:                   claimsSupported,
-		CodeChallengeMethodsSupported:     methods,
-		IssParameterSupported:             true,
-		PromptValuesSupported:             []string{"none", "login", "consent", "select_account"},
-		DPoPSigningAlgValuesSupported:     dpop.SigningAlgs(),
+		Issuer:                             iss,
+		AuthorizationEndpoint:              iss + pathAuthorize,
+		TokenEndpoint:                      iss + pathToken,
+		UserinfoEndpoint:                   iss + pathUserinfo,
+		JWKSURI:                            iss + pathJWKS,
+		EndSessionEndpoint:                 s.endSessionEndpoint(),
+		RevocationEndpoint:                 iss + pathRevoke,
+		IntrospectionEndpoint:              iss + pathIntrospect,
+		ScopesSupported:                    []string{"openid", "offline_access", "profile", "email"},
+		ResponseTypesSupported:             []string{"code"},
+		ResponseModesSupported:             []string{"query"},
+		GrantTypesSupported:                []string{"authorization_code", "refresh_token", "client_credentials"},
+		SubjectTypesSupported:              []string{"public"},
+		IDTokenSigningAlgValuesSupported:   []string{"RS256", "ES256"},
+		TokenEndpointAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "none"},
+		RevocationAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "none"},
+		IntrospectionAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "bearer"},
+		ClaimsSupported:                    claimsSupported,
+		CodeChallengeMethodsSupported:      methods,
+		IssParameterSupported:              true,
+		PromptValuesSupported:              []string{"none", "login", "consent", "select_account"},
+		DPoPSigningAlgValuesSupported:      dpop.SigningAlgs(),
+		PushedAuthorizationRequestEndpoint: iss + pathPAR,
+		RequirePushedAuthorizationRequests: s.cfg.RequirePAR,
 	}
 }
 

@@ -42,6 +42,7 @@ type config struct {
 	LogLevel        string
 	TokenRateLimit  float64
 	DPoPNonce       string
+	RequirePAR      bool
 	jobs            jobsConfig   // job worker and janitor (janitor.go)
 	perf            perfConfig   // client cache (perf.go)
 	ops             opsConfig    // operations listener (ops.go)
@@ -69,6 +70,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
 	fs.StringVar(&c.DPoPNonce, "dpop-nonce", "on", "on: DPoP proofs at the token endpoint must carry a server nonce (RFC 9449 Section 8); off (AUTHD_DPOP_NONCE)")
+	fs.BoolVar(&c.RequirePAR, "require-par", false, "every authorization request must be pushed to /oauth2/par first (RFC 9126 Section 6) (AUTHD_REQUIRE_PAR)")
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
@@ -337,6 +339,7 @@ func (c *config) oauthConfig() oauth.Config {
 		DemoVerifier:     c.demoVerifier,
 		ClientCacheTTL:   c.perf.ClientCacheTTL,
 		DPoPNonce:        c.DPoPNonce,
+		RequirePAR:       c.RequirePAR,
 	}
 	c.people.apply(&oc)
 	c.keys.apply(&oc)
