@@ -40,6 +40,13 @@ type ClientMetadata struct {
 	// Connect Dynamic Client Registration 1.0 §2): RS256 (the default)
 	// or ES256.
 	IDTokenSignedResponseAlg string `json:"id_token_signed_response_alg,omitempty"`
+	// DPoPBoundAccessTokens (RFC 9449 §5.2): the client must present a
+	// DPoP proof on every token request, and so gets only DPoP-bound
+	// tokens.
+	DPoPBoundAccessTokens bool `json:"dpop_bound_access_tokens,omitempty"`
+	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
+	// authorization requests must come by PAR.
+	RequirePushedAuthorizationRequests bool `json:"require_pushed_authorization_requests,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -362,21 +369,23 @@ func NewClientSecret() string { return randomString(32) }
 // validated metadata (see validateMetadata). It has no secret.
 func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt time.Time) *storage.Client {
 	return &storage.Client{
-		ID:                       id,
-		Name:                     meta.ClientName,
-		RedirectURIs:             slices.Clone(meta.RedirectURIs),
-		GrantTypes:               slices.Clone(meta.GrantTypes),
-		ResponseTypes:            slices.Clone(meta.ResponseTypes),
-		Scopes:                   strings.Fields(meta.Scope),
-		TokenEndpointAuthMethod:  meta.TokenEndpointAuthMethod,
-		ClientURI:                meta.ClientURI,
-		LogoURI:                  meta.LogoURI,
-		Contacts:                 slices.Clone(meta.Contacts),
-		SkipConsent:              meta.SkipConsent,
-		PostLogoutRedirectURIs:   slices.Clone(meta.PostLogoutRedirectURIs),
-		IDTokenSignedResponseAlg: meta.IDTokenSignedResponseAlg,
-		CreatedAt:                storage.NormalizeTime(createdAt),
-		UpdatedAt:                storage.NormalizeTime(updatedAt),
+		ID:                                 id,
+		Name:                               meta.ClientName,
+		RedirectURIs:                       slices.Clone(meta.RedirectURIs),
+		GrantTypes:                         slices.Clone(meta.GrantTypes),
+		ResponseTypes:                      slices.Clone(meta.ResponseTypes),
+		Scopes:                             strings.Fields(meta.Scope),
+		TokenEndpointAuthMethod:            meta.TokenEndpointAuthMethod,
+		ClientURI:                          meta.ClientURI,
+		LogoURI:                            meta.LogoURI,
+		Contacts:                           slices.Clone(meta.Contacts),
+		SkipConsent:                        meta.SkipConsent,
+		PostLogoutRedirectURIs:             slices.Clone(meta.PostLogoutRedirectURIs),
+		IDTokenSignedResponseAlg:           meta.IDTokenSignedResponseAlg,
+		DPoPBoundAccessTokens:              meta.DPoPBoundAccessTokens,
+		RequirePushedAuthorizationRequests: meta.RequirePushedAuthorizationRequests,
+		CreatedAt:                          storage.NormalizeTime(createdAt),
+		UpdatedAt:                          storage.NormalizeTime(updatedAt),
 	}
 }
 
@@ -389,18 +398,20 @@ func clientInformation(c *storage.Client) *ClientInformation {
 		ClientID:         c.ID,
 		ClientIDIssuedAt: c.CreatedAt.Unix(),
 		ClientMetadata: ClientMetadata{
-			ClientName:               c.Name,
-			RedirectURIs:             slices.Clone(c.RedirectURIs),
-			GrantTypes:               slices.Clone(c.GrantTypes),
-			ResponseTypes:            slices.Clone(c.ResponseTypes),
-			TokenEndpointAuthMethod:  c.TokenEndpointAuthMethod,
-			Scope:                    strings.Join(c.Scopes, " "),
-			ClientURI:                c.ClientURI,
-			LogoURI:                  c.LogoURI,
-			Contacts:                 slices.Clone(c.Contacts),
-			SkipConsent:              c.SkipConsent,
-			PostLogoutRedirectURIs:   slices.Clone(c.PostLogoutRedirectURIs),
-			IDTokenSignedResponseAlg: c.IDTokenSignedResponseAlg,
+			ClientName:                         c.Name,
+			RedirectURIs:                       slices.Clone(c.RedirectURIs),
+			GrantTypes:                         slices.Clone(c.GrantTypes),
+			ResponseTypes:                      slices.Clone(c.ResponseTypes),
+			TokenEndpointAuthMethod:            c.TokenEndpointAuthMethod,
+			Scope:                              strings.Join(c.Scopes, " "),
+			ClientURI:                          c.ClientURI,
+			LogoURI:                            c.LogoURI,
+			Contacts:                           slices.Clone(c.Contacts),
+			SkipConsent:                        c.SkipConsent,
+			PostLogoutRedirectURIs:             slices.Clone(c.PostLogoutRedirectURIs),
+			IDTokenSignedResponseAlg:           c.IDTokenSignedResponseAlg,
+			DPoPBoundAccessTokens:              c.DPoPBoundAccessTokens,
+			RequirePushedAuthorizationRequests: c.RequirePushedAuthorizationRequests,
 		},
 	}
 	if info.RedirectURIs == nil {

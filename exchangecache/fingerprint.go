@@ -38,3 +38,32 @@ func Fingerprint(clientID, redirectURI, codeVerifier string) string {
 	h.Write(v[:])
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// boundLabel separates key-bound fingerprints.
+const boundLabel = "authd/exchangecache/fingerprint/dpop/v1"
+
+// BoundFingerprint is the fingerprint of a request that presented a DPoP
+// proof (RFC 9449) from the key whose JWK thumbprint (RFC 7638) is jkt:
+// a retry is the same request only with a proof from the same key. It is
+// fingerprint itself when jkt is "" (no proof), so requests without DPoP
+// keep the fingerprint they always had, and one with a proof never
+// matches one without.
+//
+//	SHA-256( "authd/exchangecache/fingerprint/dpop/v1"
+//	         || u64be(len(fingerprint)) || fingerprint
+//	         || u64be(len(jkt))         || jkt )
+func BoundFingerprint(fingerprint, jkt string) string {
+	if jkt == "" {
+		return fingerprint
+	}
+	h := sha256.New()
+	var n [8]byte
+	h.Write([]byte(boundLabel))
+	binary.BigEndian.PutUint64(n[:], uint64(len(fingerprint)))
+	h.Write(n[:])
+	h.Write([]byte(fingerprint))
+	binary.BigEndian.PutUint64(n[:], uint64(len(jkt)))
+	h.Write(n[:])
+	h.Write([]byte(jkt))
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -151,6 +151,20 @@ func (f fositeStore) InvalidateAuthorizeCodeSession(ctx context.Context, sig str
 	return err
 }
 
+// CreateAccessTokenSession stores an access token bound to the request's
+// DPoP key, if any (bindSession).
+func (f fositeStore) CreateAccessTokenSession(ctx context.Context, sig string, r fosite.Requester) error {
+	bindSession(ctx, r)
+	return f.Store.CreateAccessTokenSession(ctx, sig, r)
+}
+
+// CreateRefreshTokenSession stores a refresh token bound to the request's
+// DPoP key, if any (bindSession; RFC 9449 §5).
+func (f fositeStore) CreateRefreshTokenSession(ctx context.Context, sig, accessSig string, r fosite.Requester) error {
+	bindSession(ctx, r)
+	return f.Store.CreateRefreshTokenSession(ctx, sig, accessSig, r)
+}
+
 // GetRefreshTokenSession reads the refresh token; an inactive one (rotated
 // or revoked) is *errGrantUsed.
 func (f fositeStore) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {

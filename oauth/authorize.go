@@ -102,6 +102,14 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	if s.refuseRequest(w, r, fr.URL.RawQuery) {
 		return
 	}
+	if q, ok := parQuery(fr.URL.Query()); ok {
+		// RFC 9126 §4: a pushed request is the request; nothing is added
+		// from the front channel.
+		fr = fr.Clone(ctx)
+		u := *fr.URL
+		u.RawQuery = q.Encode()
+		fr.URL, fr.Form = &u, nil
+	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
@@ -121,6 +129,10 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	client, ok := ar.GetClient().(*storage.Client)
 	if !ok {
 		s.writeAuthorizeError(w, ar, fosite.ErrServerError)
+		return
+	}
+	if _, pushed := isPAR(ar); !pushed && s.requiresPAR(client) {
+		s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("Authorization requests of this client must be pushed to the pushed_authorization_request_endpoint (RFC 9126 Section 6)."))
 		return
 	}
 
@@ -316,10 +328,32 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	if n := ar.GetRequestForm().Get("nonce"); n != "" {
 		sess.Extra["nonce"] = n
 	}
+	// RFC 9449 §10: dpop_jkt binds the code to a DPoP key; the exchange
+	// must then present a proof from it (bind, dpop.go).
+	if jkt := ar.GetRequestForm().Get("dpop_jkt"); jkt != "" {
+		if !jktRe.MatchString(jkt) {
+			s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("dpop_jkt must be a base64url SHA-256 JWK thumbprint (RFC 9449 Section 10, RFC 7638)."))
+			return
+		}
+		sess.Extra[extraDPoPJKT] = jkt
+	}
 	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
 		return
+	}
+	if uri, pushed := isPAR(ar); pushed {
+		// RFC 9126 §4: one code per pushed request, decided by a
+		// conditional write in this transaction (par.go).
+		if err := s.store.UsePARRequest(tx, s.provider.par.signature(uri)); err != nil {
+			if errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrNotFound) {
+				s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequestURI.WithHint("The request_uri was already used (RFC 9126 Section 4)."))
+				return
+			}
+			s.log.Error("use pushed request", "error", err)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
 	}
 	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
 		if !errors.Is(err, identity.ErrNoSession) {
@@ -381,6 +415,12 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 			s.log.Error("get client", "error", err)
 		}
 		return refuse("The app that sent you here is not registered with this server.", "unknown client_id")
+	}
+	if _, pushed := parQuery(q); pushed {
+		// The redirect_uri was checked when the request was pushed (RFC
+		// 9126 §2.1); the front channel carries only client_id and
+		// request_uri.
+		return false
 	}
 	registered := fc.GetRedirectURIs()
 	ru, has := q["redirect_uri"]

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
@@ -92,6 +93,19 @@ type Config struct {
 	// (package signing).
 	KeyRotation   time.Duration
 	KeyPrepublish time.Duration
+	// DPoPNonce is whether DPoP proofs at the token endpoint must carry a
+	// server nonce (RFC 9449 §8): "on" (the default) or "off". With it on,
+	// a client's first DPoP request gets use_dpop_nonce and a DPoP-Nonce
+	// header, and signs its proofs with the nonce from then on; a
+	// pre-computed proof (a stolen device's, say) is worth at most the
+	// nonce's 5 to 10 minutes. Nonces are stateless (package dpop), so they
+	// hold across replicas and restarts. The round trip is checked before
+	// the grant, so it never consumes a code or rotates a refresh token.
+	DPoPNonce string
+	// RequirePAR makes every authorization request come by PAR (RFC 9126
+	// §6, require_pushed_authorization_requests for the whole server); a
+	// client can also require it for itself (client metadata).
+	RequirePAR bool
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.
@@ -108,6 +122,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// DPoPReplay records the jti of DPoP proofs (package dpop, which fails
+	// open when it cannot answer); nil is an in-memory store, right for one
+	// process only.
+	DPoPReplay dpop.ReplayStore
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
 	// answer sent. It exists for crash tests (cmd/authd built with the
@@ -159,6 +177,9 @@ func (c *Config) applyDefaults() {
 	if c.KeyPrepublish == 0 {
 		c.KeyPrepublish = min(24*time.Hour, c.KeyRotation/2)
 	}
+	if c.DPoPNonce == "" {
+		c.DPoPNonce = DPoPNonceOn
+	}
 	if c.IdempotencyKeyTTL == 0 {
 		c.IdempotencyKeyTTL = 24 * time.Hour
 	}
@@ -196,11 +217,20 @@ func (c *Config) Validate() error {
 	if c.KeyPrepublish <= 0 || c.KeyPrepublish > c.KeyRotation/2 {
 		return fmt.Errorf("key prepublish: %s must be positive and at most half the key rotation %s", c.KeyPrepublish, c.KeyRotation)
 	}
+	if c.DPoPNonce != DPoPNonceOn && c.DPoPNonce != DPoPNonceOff {
+		return fmt.Errorf("DPoP nonce: %q is not %q or %q", c.DPoPNonce, DPoPNonceOn, DPoPNonceOff)
+	}
 	if c.SilentSSO != SilentSSOAssured && c.SilentSSO != SilentSSONever {
 		return fmt.Errorf("silent SSO: %q is not %q or %q", c.SilentSSO, SilentSSOAssured, SilentSSONever)
 	}
 	return nil
 }
+
+// DPoPNonce values (Config.DPoPNonce).
+const (
+	DPoPNonceOn  = "on"
+	DPoPNonceOff = "off"
+)
 
 // SilentSSO values (Config.SilentSSO).
 const (

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -91,6 +92,14 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 		}
 		if exp := sess.GetExpiresAt(kind); !exp.IsZero() {
 			resp["exp"] = exp.Unix()
+		}
+		// RFC 9449 §6.2: a DPoP-bound token's confirmation, the JWK
+		// thumbprint of its key, and token_type DPoP.
+		if jkt := sessionJKT(sess, extraCnfJKT); jkt != "" {
+			resp["cnf"] = map[string]string{"jkt": jkt}
+			if use == fosite.AccessToken {
+				resp["token_type"] = "DPoP"
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -216,6 +225,12 @@ type metadata struct {
 	ClaimsParameterSupported          bool     `json:"claims_parameter_supported"`
 	RequestParameterSupported         bool     `json:"request_parameter_supported"`
 	RequestURIParameterSupported      bool     `json:"request_uri_parameter_supported"`
+	// DPoPSigningAlgValuesSupported are the DPoP proof algorithms (RFC
+	// 9449 §5.1).
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
+	// PAR (RFC 9126 §5).
+	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
+	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 }
 
 // endSessionEndpoint is the RP-initiated logout endpoint (endsession.go).
@@ -235,27 +250,30 @@ func (s *Server) metadataDocument() metadata {
 	}
 	iss := s.cfg.Issuer
 	return metadata{
-		Issuer:                            iss,
-		AuthorizationEndpoint:             iss + pathAuthorize,
-		TokenEndpoint:                     iss + pathToken,
-		UserinfoEndpoint:                  iss + pathUserinfo,
-		JWKSURI:                           iss + pathJWKS,
-		EndSessionEndpoint:                s.endSessionEndpoint(),
-		RevocationEndpoint:                iss + pathRevoke,
-		IntrospectionEndpoint:             iss + pathIntrospect,
-		ScopesSupported:                   []string{"openid", "offline_access", "profile", "email"},
-		ResponseTypesSupported:            []string{"code"},
-		ResponseModesSupported:            []string{"query"},
-		GrantTypesSupported:               []string{"authorization_code", "refresh_token", "client_credentials"},
-		SubjectTypesSupported:             []string{"public"},
-		IDTokenSigningAlgValuesSupported:  []string{"RS256", "ES256"},
-		TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "none"},
-		RevocationAuthMethodsSupported:    []string{"client_secret_basic", "client_secret_post", "none"},
-		IntrospectionAuthMethodsSupported: []string{"client_secret_basic", "client_secret_post", "bearer"},
-		ClaimsSupported:                   claimsSupported,
-		CodeChallengeMethodsSupported:     methods,
-		IssParameterSupported:             true,
-		PromptValuesSupported:             []string{"none", "login", "consent", "select_account"},
+		Issuer:                             iss,
+		AuthorizationEndpoint:              iss + pathAuthorize,
+		TokenEndpoint:                      iss + pathToken,
+		UserinfoEndpoint:                   iss + pathUserinfo,
+		JWKSURI:                            iss + pathJWKS,
+		EndSessionEndpoint:                 s.endSessionEndpoint(),
+		RevocationEndpoint:                 iss + pathRevoke,
+		IntrospectionEndpoint:              iss + pathIntrospect,
+		ScopesSupported:                    []string{"openid", "offline_access", "profile", "email"},
+		ResponseTypesSupported:             []string{"code"},
+		ResponseModesSupported:             []string{"query"},
+		GrantTypesSupported:                []string{"authorization_code", "refresh_token", "client_credentials"},
+		SubjectTypesSupported:              []string{"public"},
+		IDTokenSigningAlgValuesSupported:   []string{"RS256", "ES256"},
+		TokenEndpointAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "none"},
+		RevocationAuthMethodsSupported:     []string{"client_secret_basic", "client_secret_post", "none"},
+		IntrospectionAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "bearer"},
+		ClaimsSupported:                    claimsSupported,
+		CodeChallengeMethodsSupported:      methods,
+		IssParameterSupported:              true,
+		PromptValuesSupported:              []string{"none", "login", "consent", "select_account"},
+		DPoPSigningAlgValuesSupported:      dpop.SigningAlgs(),
+		PushedAuthorizationRequestEndpoint: iss + pathPAR,
+		RequirePushedAuthorizationRequests: s.cfg.RequirePAR,
 	}
 }
 

@@ -108,12 +108,15 @@ type grantExchanger struct {
 }
 
 func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
-	ctx = withCodeMemo(ctx)
+	ctx = withBinding(withCodeMemo(ctx), req.jkt)
 	ar, err := x.provider.NewAccessRequest(ctx, req.r, newSession(""))
 	if err != nil {
 		return x.redeemed(ctx, req, err)
 	}
 	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
+		return nil, err
+	}
+	if err := bind(req, ar); err != nil {
 		return nil, err
 	}
 	// The ID token signing keys are loaded now, not in the transaction:
@@ -166,6 +169,11 @@ func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite
 		Scope:       strings.Join(ar.GetGrantedScopes(), " "),
 	}}
 	a.body.RefreshToken, _ = resp.GetExtra("refresh_token").(string)
+	if req.jkt != "" {
+		// RFC 9449 §5: a DPoP-bound access token is of type DPoP; the
+		// type is sealed with the rest, so a replay answers it as sent.
+		a.body.TokenType = "DPoP"
+	}
 	// Signed here, inside the transaction and before the replay record is
 	// sealed: a failure rolls back (the code stays unused), and a replay
 	// returns this very ID token.

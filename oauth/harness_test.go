@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/storage"
@@ -55,6 +56,8 @@ type harnessOpts struct {
 	cfg     func(*oauth.Config)
 	pool    *pgxpool.Pool // share a database with another harness
 	store   storage.Store // backend "custom": this store
+	// dpopReplay is the DPoP jti store (nil: in memory).
+	dpopReplay dpop.ReplayStore
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -97,9 +100,10 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		o.cache = exchangecache.NewMemory()
 	}
 	app, err := oauth.New(cfg, oauth.Deps{
-		Store:  h.store,
-		Cache:  o.cache,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:      h.store,
+		Cache:      o.cache,
+		DPoPReplay: o.dpopReplay,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

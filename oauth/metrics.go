@@ -13,6 +13,9 @@ type metrics struct {
 	replay        *prometheus.CounterVec   // event: hit, wait, mismatch, fail_open, store_failed
 	exchangeTime  *prometheus.HistogramVec // grant_type, path (fresh|replay)
 	httpRequests  *prometheus.CounterVec   // route, code
+	// dpopReplayFailOpen counts DPoP proofs accepted without the jti
+	// store (package dpop fails open).
+	dpopReplayFailOpen prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -35,8 +38,12 @@ func newMetrics() *metrics {
 			Name: "authd_http_requests_total",
 			Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
+		dpopReplayFailOpen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "authd_dpop_jti_store_fail_open_total",
+			Help: "DPoP proofs accepted while the jti replay store could not answer (fail open; the proof's iat window and nonce still bound it).",
+		}),
 	}
-	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests,
+	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests, m.dpopReplayFailOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

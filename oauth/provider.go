@@ -1,9 +1,12 @@
 package oauth
 
 import (
+	"time"
+
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/compose"
 	fositeoauth2 "github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/par"
 
 	"github.com/authd/authd/pkce"
 	"github.com/authd/authd/storage"
@@ -17,6 +20,7 @@ type provider struct {
 	config   *fosite.Config
 	strategy *fositeoauth2.HMACSHAStrategy
 	pkce     *pkce.Handler
+	par      parStorage
 }
 
 // newProvider composes fosite: the authorization code grant, then PKCE (it
@@ -46,6 +50,10 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 		SendDebugMessagesToClients: false,
 		ClientSecretsHasher:        auth.hasher,
 		MinParameterEntropy:        fosite.MinParameterEntropy,
+		// RFC 9126: pushed requests; authd enforces PAR per client itself
+		// (handleAuthorize), so fosite's server-wide switch stays off.
+		PushedAuthorizeRequestURIPrefix: parURIPrefix,
+		PushedAuthorizeContextLifespan:  parLifetime,
 	}
 	strategy := compose.NewOAuth2HMACStrategy(fc)
 
@@ -80,7 +88,7 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 	ccHandler := &clientCredentialsHandler{&fositeoauth2.ClientCredentialsGrantHandler{
 		HandleHelper: &fositeoauth2.HandleHelper{
 			AccessTokenStrategy: strategy,
-			AccessTokenStorage:  store,
+			AccessTokenStorage:  guarded, // binds to a DPoP key (adapter.go)
 			Config:              fc,
 		},
 		Config: fc,
@@ -96,12 +104,15 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 	fc.TokenEndpointHandlers.Append(refreshHandler)
 	fc.TokenEndpointHandlers.Append(ccHandler)
 	fc.TokenIntrospectionHandlers.Append(introspector)
+	pars := parStorage{Store: store, key: deriveKey(cfg.Secret, "par-request-uri"), now: time.Now}
+	fc.PushedAuthorizeEndpointHandlers.Append(&par.PushedAuthorizeHandler{Storage: pars, Config: fc})
 
 	p := &provider{
-		Fosite:   fosite.NewOAuth2Provider(store, fc),
+		Fosite:   fosite.NewOAuth2Provider(pars, fc), // pars: the request_uri lookups (par.go)
 		config:   fc,
 		strategy: strategy,
 		pkce:     pkceHandler,
+		par:      pars,
 	}
 	fc.ClientAuthenticationStrategy = auth.authenticate
 	return p

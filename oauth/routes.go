@@ -19,6 +19,7 @@ const (
 	pathUserinfo   = "/oauth2/userinfo"
 	pathDiscovery  = "/.well-known/openid-configuration"
 	pathEndSession = "/oauth2/logout"
+	pathPAR        = "/oauth2/par"
 )
 
 // routes registers every route of the public listener in one place: the
@@ -46,6 +47,7 @@ func (s *Server) routes() http.Handler {
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
+	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)

@@ -11,6 +11,7 @@ import (
 	"github.com/ory/fosite"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/revocation"
@@ -44,6 +45,11 @@ type Server struct {
 	grants        map[string]grant
 	exchanger     exchanger
 	authFailLimit *failureLimiter
+
+	// dpopToken verifies DPoP proofs at the token endpoint (nonces as
+	// configured), dpopResource at UserInfo (no nonce, RFC 9449 §7).
+	dpopToken    *dpop.Verifier
+	dpopResource *dpop.Verifier
 
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
@@ -116,6 +122,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Logger.Warn("signing keys not loaded at start; retried on first use", "error", err)
 	}
 	cancel()
+	if deps.DPoPReplay == nil {
+		deps.DPoPReplay = dpop.NewMemory()
+	}
+	dpopStoreError := func(err error) {
+		s.metrics.dpopReplayFailOpen.Inc()
+		s.log.Warn("DPoP jti store unavailable; proof accepted within its iat window (fail open)", "error", err)
+	}
+	var nonces *dpop.Nonces
+	if cfg.DPoPNonce == DPoPNonceOn {
+		nonces = dpop.NewNonces(cfg.Secret, 0, deps.Now)
+	}
+	s.dpopToken = dpop.NewVerifier(dpop.Options{Now: deps.Now, Nonces: nonces, Replay: deps.DPoPReplay, OnStoreError: dpopStoreError})
+	s.dpopResource = dpop.NewVerifier(dpop.Options{Now: deps.Now, Replay: deps.DPoPReplay, OnStoreError: dpopStoreError})
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, revoking, s.clientAuth)
 	s.grants = s.provider.grants()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ory/fosite"
+
+	"github.com/authd/authd/exchangecache"
 )
 
 // tokenRequest is one token endpoint request, parsed once (RFC 6749 §3.2).
@@ -21,6 +23,11 @@ type tokenRequest struct {
 	client fosite.Client
 	// id is the grant's replay identity; zero for client_credentials.
 	id exchangeIdentity
+	// dpop is whether the request carried a DPoP header; jkt is the JWK
+	// thumbprint (RFC 7638) of its verified proof's key, "" without one
+	// (dpop.go).
+	dpop bool
+	jkt  string
 }
 
 // handleToken serves the token endpoint (RFC 6749 §3.2) as one pipeline
@@ -30,7 +37,9 @@ type tokenRequest struct {
 //  2. authenticate the client: nothing about the grant is answered to a
 //     request whose client does not authenticate;
 //  3. rate-limit the authenticated client_id;
-//  4. the grant's own checks, and its replay identity;
+//  4. the grant's own checks, the DPoP proof (RFC 9449: before anything
+//     is read or consumed, so a use_dpop_nonce round trip costs nothing),
+//     and the replay identity, which includes the proof's key;
 //  5. exchange: the replay cache, then fosite and the durable record;
 //  6. write the answer, and record the metrics, in one place.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +90,15 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 			return nil, err
 		}
 	}
+	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {
+		return nil, err
+	}
 	req.id = g.identity(ctx, client.GetID(), r.PostForm)
+	if req.id.key != "" {
+		// The same request means the same key; not the proof's jti or
+		// iat, which every retry changes (RFC 9449 §4.2).
+		req.id.fingerprint = exchangecache.BoundFingerprint(req.id.fingerprint, req.jkt)
+	}
 	// 5. Exchange.
 	return s.exchanger.exchange(withClient(ctx, client), req)
 }
@@ -110,6 +127,7 @@ func (s *Server) chargeClient(c fosite.Client) error {
 // writeToken is step 6: the one place that writes a token endpoint answer
 // and records its metrics.
 func (s *Server) writeToken(w http.ResponseWriter, req *tokenRequest, a *answer, err error, start time.Time) {
+	s.setDPoPNonce(w, req, err)
 	if err != nil {
 		outcome := toRFC6749(err).ErrorField
 		var later *retryLater

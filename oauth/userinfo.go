@@ -1,12 +1,15 @@
 package oauth
 
 import (
+	"crypto/subtle"
 	"errors"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/storage"
 )
 
@@ -18,7 +21,16 @@ import (
 // invalid, expired or revoked token, or one issued to a user who no longer
 // exists, is 401 with WWW-Authenticate: Bearer error="invalid_token"; a
 // token without the openid scope is 403 insufficient_scope (RFC 6750 §3.1).
+//
+// A DPoP-bound access token (RFC 9449 §7) comes as Authorization: DPoP
+// with a proof whose ath is the token's hash, from the key the token is
+// bound to; its errors are DPoP challenges. A DPoP-bound token presented
+// as a Bearer token is refused (§7.2). No server nonce is asked for here.
 func (s *Server) handleUserinfo(w http.ResponseWriter, r *http.Request) {
+	if hasScheme(r.Header.Get("Authorization"), "DPoP") {
+		s.userinfoDPoP(w, r)
+		return
+	}
 	token, err := userinfoToken(r)
 	if err != nil {
 		s.writeBearerError(w, r, http.StatusBadRequest, "invalid_request", err.Error())
@@ -35,6 +47,50 @@ func (s *Server) handleUserinfo(w http.ResponseWriter, r *http.Request) {
 		s.writeBearerError(w, r, http.StatusUnauthorized, "invalid_token", "The access token is invalid, expired or revoked.")
 		return
 	}
+	if sessionJKT(ar.GetSession(), extraCnfJKT) != "" {
+		// RFC 9449 §7.2: a DPoP-bound token is not a bearer token.
+		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_token", "The access token is DPoP-bound; present it with Authorization: DPoP and a proof (RFC 9449 Section 7).")
+		return
+	}
+	s.userinfoClaims(w, r, ar)
+}
+
+// userinfoDPoP serves a UserInfo request with a DPoP-bound access token
+// (RFC 9449 §7.1): one DPoP header, a proof for this method and URL with
+// ath, and the token bound to the proof's key.
+func (s *Server) userinfoDPoP(w http.ResponseWriter, r *http.Request) {
+	_, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if token == "" || r.URL.Query().Has("access_token") {
+		s.writeDPoPError(w, http.StatusBadRequest, "invalid_request", "The DPoP Authorization header carries no access token, or the token was also sent another way.")
+		return
+	}
+	proofs := r.Header.Values("DPoP")
+	if len(proofs) != 1 {
+		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_dpop_proof", "Send exactly one DPoP proof (RFC 9449 Section 7.1).")
+		return
+	}
+	p, err := s.dpopResource.Verify(r.Context(), proofs[0], dpop.Request{Method: r.Method, URL: s.cfg.Issuer + pathUserinfo, AccessToken: token})
+	if err != nil {
+		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_dpop_proof", err.Error())
+		return
+	}
+	use, ar, err := s.provider.IntrospectToken(r.Context(), token, fosite.AccessToken, newSession(""))
+	if err != nil || use != fosite.AccessToken {
+		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_token", "The access token is invalid, expired or revoked.")
+		return
+	}
+	jkt := sessionJKT(ar.GetSession(), extraCnfJKT)
+	if jkt == "" || subtle.ConstantTimeCompare([]byte(jkt), []byte(p.JKT)) != 1 {
+		// RFC 9449 §7.1: the key of the proof must be the token's.
+		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_token", "The access token is not bound to the key of the DPoP proof.")
+		return
+	}
+	s.userinfoClaims(w, r, ar)
+}
+
+// userinfoClaims answers the claims of an accepted access token.
+func (s *Server) userinfoClaims(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester) {
 	if !ar.GetGrantedScopes().Has("openid") {
 		s.writeBearerError(w, r, http.StatusForbidden, "insufficient_scope", "The access token was not granted the openid scope.")
 		return

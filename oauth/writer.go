@@ -9,6 +9,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/storage"
 )
 
@@ -136,6 +137,15 @@ func (s *Server) writeBearerError(w http.ResponseWriter, r *http.Request, status
 		code = "invalid_request"
 		desc = "The request carries no access token."
 	}
+	writeJSON(w, status, oauthErrorBody{Error: code, Description: desc})
+}
+
+// writeDPoPError writes an error of a resource served with a DPoP-bound
+// token (RFC 9449 §7.1): a DPoP challenge with the accepted algorithms
+// and the error code, and the same as a JSON body.
+func (s *Server) writeDPoPError(w http.ResponseWriter, status int, code, desc string) {
+	desc = errorDescription(desc)
+	w.Header().Set("WWW-Authenticate", `DPoP algs="`+strings.Join(dpop.SigningAlgs(), " ")+`", error="`+code+`", error_description="`+desc+`"`)
 	writeJSON(w, status, oauthErrorBody{Error: code, Description: desc})
 }
 

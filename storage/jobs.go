@@ -177,6 +177,9 @@ const (
 	CleanupRefreshTokens = "refresh_tokens"
 	// CleanupPKCESessions deletes PKCE sessions whose code expired.
 	CleanupPKCESessions = "pkce_sessions"
+	// CleanupPushedRequests deletes pushed authorization requests (RFC
+	// 9126) that expired, used or not.
+	CleanupPushedRequests = "pushed_requests"
 	// CleanupClientAssertionJWTs deletes used client assertion JTIs that
 	// expired (RFC 7523 §3).
 	CleanupClientAssertionJWTs = "client_assertion_jwts"

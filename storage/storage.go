@@ -75,6 +75,12 @@ type Client struct {
 	// (OpenID Connect Dynamic Client Registration §2): "RS256" (the
 	// default, when empty) or "ES256".
 	IDTokenSignedResponseAlg string
+	// DPoPBoundAccessTokens (RFC 9449 §5.2): every token request of the
+	// client must carry a DPoP proof.
+	DPoPBoundAccessTokens bool
+	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
+	// authorization requests must come by PAR.
+	RequirePushedAuthorizationRequests bool
 	// SkipConsent marks a first-party client whose users are not asked
 	// for consent.
 	SkipConsent bool
@@ -84,6 +90,9 @@ type Client struct {
 }
 
 var _ fosite.Client = (*Client)(nil)
+
+// RequiresDPoP reports DPoPBoundAccessTokens (RFC 9449 §5.2).
+func (c *Client) RequiresDPoP() bool { return c.DPoPBoundAccessTokens }
 
 // GetID returns the client_id.
 func (c *Client) GetID() string { return c.ID }
@@ -209,4 +218,20 @@ type Store interface {
 	GrantChecker
 	Batcher
 	SigningKeyStore
+	PARStore
+}
+
+// PARStore holds pushed authorization requests (RFC 9126) under the
+// signature of their request_uri, as codes are held.
+type PARStore interface {
+	// CreatePARRequest stores r under sig; ErrAlreadyExists if sig is
+	// taken, ErrNotFound if r's client does not exist.
+	CreatePARRequest(ctx context.Context, sig string, r fosite.Requester) error
+	// GetPARRequest returns the request under sig and whether it is still
+	// unused; ErrNotFound if there is none.
+	GetPARRequest(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, bool, error)
+	// UsePARRequest marks the request used with a conditional write, so
+	// exactly one of concurrent callers succeeds; the others get
+	// ErrInactiveToken. ErrNotFound if there is none.
+	UsePARRequest(ctx context.Context, sig string) error
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/revocation"
@@ -40,6 +41,8 @@ type config struct {
 	ReplayWindow    time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
+	DPoPNonce       string
+	RequirePAR      bool
 	jobs            jobsConfig   // job worker and janitor (janitor.go)
 	perf            perfConfig   // client cache (perf.go)
 	ops             opsConfig    // operations listener (ops.go)
@@ -66,6 +69,8 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 720*time.Hour, "refresh token lifetime (AUTHD_REFRESH_TOKEN_TTL)")
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
+	fs.StringVar(&c.DPoPNonce, "dpop-nonce", "on", "on: DPoP proofs at the token endpoint must carry a server nonce (RFC 9449 Section 8); off (AUTHD_DPOP_NONCE)")
+	fs.BoolVar(&c.RequirePAR, "require-par", false, "every authorization request must be pushed to /oauth2/par first (RFC 9126 Section 6) (AUTHD_REQUIRE_PAR)")
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
@@ -194,6 +199,9 @@ func (c *config) validate(requireSecret bool) error {
 	if c.TokenRateLimit < 0 {
 		return usagef("AUTHD_TOKEN_RATE_LIMIT: must not be negative (got %g); 0 disables", c.TokenRateLimit)
 	}
+	if c.DPoPNonce != "" && c.DPoPNonce != "on" && c.DPoPNonce != "off" {
+		return usagef("AUTHD_DPOP_NONCE: must be on or off (got %q)", c.DPoPNonce)
+	}
 	if c.ReplayWindow < 0 {
 		return usagef("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
 	}
@@ -242,16 +250,23 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 // openCache opens the replay cache. go-redis's own log lines go to log
 // (as JSON under serve), at info level, one per 10 s (redisLogger).
 func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), error) {
+	cache, _, closeFn, err := openRedisStores(redisURL, log)
+	return cache, closeFn, err
+}
+
+// openRedisStores opens the replay cache and the DPoP jti store (package
+// dpop, which fails open) on one Redis client, or both in memory.
+func openRedisStores(redisURL string, log *slog.Logger) (exchangecache.Cache, dpop.ReplayStore, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
-		return exchangecache.NewMemory(), func() {}, nil
+		return exchangecache.NewMemory(), dpop.NewMemory(), func() {}, nil
 	}
 	redis.SetLogger(&redisLogger{log: log})
 	opts, err := parseRedisURL(redisURL)
 	if err != nil {
-		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
+		return nil, nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
 	client := redis.NewUniversalClient(opts)
-	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Logger: log}), func() { _ = client.Close() }, nil
+	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Logger: log}), dpop.NewRedis(client, 0), func() { _ = client.Close() }, nil
 }
 
 // parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
@@ -323,6 +338,8 @@ func (c *config) oauthConfig() oauth.Config {
 		TokenLimits:      oauth.TokenLimits{PerSecond: c.TokenRateLimit},
 		DemoVerifier:     c.demoVerifier,
 		ClientCacheTTL:   c.perf.ClientCacheTTL,
+		DPoPNonce:        c.DPoPNonce,
+		RequirePAR:       c.RequirePAR,
 	}
 	c.people.apply(&oc)
 	c.keys.apply(&oc)

@@ -336,8 +336,8 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != 9 { // 8 kinds of token, record and job rows + browser sessions
-		t.Errorf("%d janitor kinds ran, want 8", kinds)
+	if kinds != 10 { // 8 kinds of token, record and job rows + browser sessions + pushed requests
+		t.Errorf("%d janitor kinds ran, want 10", kinds)
 	}
 
 	for i, p := range procs {

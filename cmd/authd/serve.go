@@ -66,7 +66,7 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		return err
 	}
 	defer closeStore()
-	cache, closeCache, err := openCache(c.RedisURL, log)
+	cache, dpopReplay, closeCache, err := openRedisStores(c.RedisURL, log)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		c.Issuer = "http://" + ln.Addr().String()
 	}
 	oc := c.oauthConfig()
-	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, Logger: log,
+	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, DPoPReplay: dpopReplay, Logger: log,
 		AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
 		ln.Close()

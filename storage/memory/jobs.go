@@ -18,6 +18,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupAccessTokens,
 	storage.CleanupRefreshTokens,
 	storage.CleanupPKCESessions,
+	storage.CleanupPushedRequests,
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
@@ -49,6 +50,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		t = s.refresh
 	case storage.CleanupPKCESessions:
 		t = s.pkce
+	case storage.CleanupPushedRequests:
+		t = s.par
 	case storage.CleanupIdempotencyKeys:
 		return s.DeleteExpiredIdempotencyKeys(ctx, before, limit)
 	case storage.CleanupReplayRecords:

@@ -73,6 +73,7 @@ type Store struct {
 	access  table
 	refresh table
 	pkce    table
+	par     table // pushed authorization requests (RFC 9126)
 
 	// revokedGrants are request IDs whose refresh token was revoked
 	// (RFC 7009 §2.1); tokens minted for them later are born inactive.
@@ -108,6 +109,7 @@ func New() *Store {
 		access:   table{},
 		refresh:  table{},
 		pkce:     table{},
+		par:      table{},
 		now:      time.Now,
 
 		revokedGrants: map[string]bool{},
@@ -340,7 +342,7 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 		}
 		delete(s.clients, id)
 		s.record(ctx, func() { s.clients[id] = old })
-		for _, t := range []table{s.codes, s.access, s.refresh, s.pkce} {
+		for _, t := range []table{s.codes, s.access, s.refresh, s.pkce, s.par} {
 			for sig, e := range t {
 				if e.rec.ClientID == id {
 					s.deleteEntry(ctx, t, sig)
@@ -482,6 +484,35 @@ func (s *Store) deactivateByRequest(ctx context.Context, t table, id string) {
 			s.setEntry(ctx, t, sig, e)
 		}
 	}
+}
+
+// CreatePARRequest implements storage.PARStore.
+func (s *Store) CreatePARRequest(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, "pushed authorization request", s.par, sig, r, fosite.PushedAuthorizeRequestContext, "")
+}
+
+// GetPARRequest implements storage.PARStore.
+func (s *Store) GetPARRequest(_ context.Context, sig string, session fosite.Session) (fosite.Requester, bool, error) {
+	return s.get("pushed authorization request", s.par, sig, session)
+}
+
+// UsePARRequest implements storage.PARStore: exactly one caller marks an
+// unused request used.
+func (s *Store) UsePARRequest(ctx context.Context, sig string) error {
+	var err error
+	s.tx(func() {
+		e, ok := s.par[sig]
+		switch {
+		case !ok:
+			err = fmt.Errorf("memory: use pushed authorization request: %w", storage.ErrNotFound)
+		case !e.active:
+			err = storage.ErrInactiveToken
+		default:
+			e.active = false
+			s.setEntry(ctx, s.par, sig, e)
+		}
+	})
+	return err
 }
 
 // CreateAuthorizeCodeSession stores req under the code signature sig.

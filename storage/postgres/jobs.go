@@ -229,6 +229,7 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupAccessTokens, `expires_at < $1`},
 	{storage.CleanupRefreshTokens, `expires_at < $1`},
 	{storage.CleanupPKCESessions, `expires_at < $1`},
+	{storage.CleanupPushedRequests, `expires_at < $1`},
 	{storage.CleanupClientAssertionJWTs, `expires_at < $1`},
 	{storage.CleanupIdempotencyKeys, `expires_at <= $1`},
 	{storage.CleanupSessions, `least(idle_expires_at, expires_at) < $1`},

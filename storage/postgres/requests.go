@@ -17,6 +17,7 @@ const (
 	tableAccess  = "access_tokens"
 	tableRefresh = "refresh_tokens"
 	tablePKCE    = "pkce_sessions"
+	tablePAR     = "pushed_requests"
 )
 
 // kinds names each table in error messages.
@@ -25,6 +26,22 @@ var kinds = map[string]string{
 	tableAccess:  "access token",
 	tableRefresh: "refresh token",
 	tablePKCE:    "pkce session",
+	tablePAR:     "pushed authorization request",
+}
+
+// CreatePARRequest implements storage.PARStore.
+func (s *Store) CreatePARRequest(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, tablePAR, sig, r, fosite.PushedAuthorizeRequestContext, "")
+}
+
+// GetPARRequest implements storage.PARStore.
+func (s *Store) GetPARRequest(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, bool, error) {
+	return s.get(ctx, tablePAR, sig, session)
+}
+
+// UsePARRequest implements storage.PARStore: a conditional UPDATE.
+func (s *Store) UsePARRequest(ctx context.Context, sig string) error {
+	return s.deactivate(ctx, tablePAR, sig, storage.ErrInactiveToken)
 }
 
 // create inserts r into table under sig. It returns storage.ErrAlreadyExists
