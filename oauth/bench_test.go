@@ -38,13 +38,11 @@ func newBenchHarness(b *testing.B) *harness {
 // (single sign-on, skip_consent client), each with its own verifier.
 func mintCodes(b *testing.B, h *harness, n int) (codes, verifiers []string) {
 	b.Helper()
-	br := newBrowser(nil)
-	conf := h.oauthConfig(publicClient)
+	// A browser each: a public client with a private-use redirect and a
+	// signed-in browser gets the one-tap page (RFC 8252 §8.6), not a code.
 	for range n {
-		v := oauth2.GenerateVerifier()
-		loc := h.login(b, br, conf.AuthCodeURL("bench-state", oauth2.S256ChallengeOption(v)))
-		codes = append(codes, loc.Query().Get("code"))
-		verifiers = append(verifiers, v)
+		c, v := h.code(b, publicClient)
+		codes, verifiers = append(codes, c), append(verifiers, v)
 	}
 	return codes, verifiers
 }

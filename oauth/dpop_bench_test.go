@@ -22,23 +22,11 @@ func dpopBenchProofs(b *testing.B, h *harness, key dpopKey, code, verifier strin
 	return proofs
 }
 
-// mintFreshCodes mints n codes, each signed in on a fresh browser (with
-// one browser, the second authorize answers the one-tap page, which
-// mintCodes does not expect).
-func mintFreshCodes(b *testing.B, h *harness, n int) (codes, verifiers []string) {
-	b.Helper()
-	for range n {
-		c, v := h.code(b, publicClient)
-		codes, verifiers = append(codes, c), append(verifiers, v)
-	}
-	return codes, verifiers
-}
-
 // BenchmarkExchangeBearer is the bearer twin of BenchmarkExchangeDPoP:
 // the same codes, no proof.
 func BenchmarkExchangeBearer(b *testing.B) {
 	h := newBenchHarness(b)
-	codes, vs := mintFreshCodes(b, h, b.N)
+	codes, vs := mintCodes(b, h, b.N)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {
@@ -57,7 +45,7 @@ func BenchmarkExchangeBearer(b *testing.B) {
 // proof: the proof verified, its jti recorded, the tokens bound.
 func BenchmarkExchangeDPoP(b *testing.B) {
 	h := newBenchHarness(b)
-	codes, vs := mintFreshCodes(b, h, b.N)
+	codes, vs := mintCodes(b, h, b.N)
 	proofs := dpopBenchProofs(b, h, newDPoPKey(b, "ES256"), codes[0], vs[0], b.N)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -77,7 +65,7 @@ func BenchmarkExchangeDPoP(b *testing.B) {
 // same key on every retry.
 func BenchmarkReplayDPoP(b *testing.B) {
 	h := newBenchHarness(b)
-	codes, vs := mintFreshCodes(b, h, 1)
+	codes, vs := mintCodes(b, h, 1)
 	key := newDPoPKey(b, "ES256")
 	proofs := dpopBenchProofs(b, h, key, codes[0], vs[0], b.N+1)
 	first := h.dpopPost(b, codeForm(codes[0], vs[0]), proofs[b.N])
