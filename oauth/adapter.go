@@ -91,6 +91,15 @@ func (f fositeStore) Rollback(ctx context.Context) error {
 type codeMemo struct {
 	mu    sync.Mutex
 	codes map[string]memoCode
+	// pkce holds the PKCE sessions read together with their code
+	// (storage.Batcher), for the PKCE handler's read that follows.
+	pkce map[string]memoPKCE
+}
+
+type memoPKCE struct {
+	rec    storage.Record
+	client fosite.Client
+	err    error
 }
 
 type memoCode struct {
@@ -103,7 +112,7 @@ type codeMemoKey struct{}
 // withCodeMemo returns a context for one token request, in which a
 // repeated read of an active code is answered from the first.
 func withCodeMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, codeMemoKey{}, &codeMemo{codes: map[string]memoCode{}})
+	return context.WithValue(ctx, codeMemoKey{}, &codeMemo{codes: map[string]memoCode{}, pkce: map[string]memoPKCE{}})
 }
 
 // GetAuthorizeCodeSession reads the code (or repeats this request's first
@@ -118,7 +127,28 @@ func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, se
 			return mc.rec.Decode(mc.client, session)
 		}
 	}
-	req, err := f.Store.GetAuthorizeCodeSession(ctx, sig, session)
+	var req fosite.Requester
+	var err error
+	if m != nil {
+		// The PKCE handler reads the code's PKCE session next: both in
+		// one round trip.
+		var pkce fosite.Requester
+		var pkceErr error
+		req, pkce, err, pkceErr = f.Store.GetAuthorizeCodeAndPKCE(ctx, sig, session, &fosite.DefaultSession{})
+		mp := memoPKCE{err: pkceErr}
+		if pkceErr == nil {
+			if rec, eerr := storage.EncodeRequest(pkce); eerr == nil {
+				mp.rec, mp.client = rec, pkce.GetClient()
+			} else {
+				mp.err = eerr
+			}
+		}
+		m.mu.Lock()
+		m.pkce[sig] = mp
+		m.mu.Unlock()
+	} else {
+		req, err = f.Store.GetAuthorizeCodeSession(ctx, sig, session)
+	}
 	if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && req != nil {
 		return nil, &errGrantUsed{requestID: req.GetID()}
 	}
@@ -192,7 +222,26 @@ func (f fositeStore) RotateRefreshToken(ctx context.Context, requestID, sig stri
 // from the winner's replay record instead of being refused as a code
 // issued without PKCE.
 func (f fositeStore) GetPKCERequestSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
-	req, err := f.Store.GetPKCERequestSession(ctx, sig, session)
+	var (
+		req fosite.Requester
+		err error
+		hit bool
+	)
+	if m, _ := ctx.Value(codeMemoKey{}).(*codeMemo); m != nil {
+		m.mu.Lock()
+		mp, ok := m.pkce[sig]
+		delete(m.pkce, sig)
+		m.mu.Unlock()
+		if ok {
+			hit = true
+			if err = mp.err; err == nil {
+				req, err = mp.rec.Decode(mp.client, session)
+			}
+		}
+	}
+	if !hit {
+		req, err = f.Store.GetPKCERequestSession(ctx, sig, session)
+	}
 	if !errors.Is(err, storage.ErrNotFound) {
 		return req, err
 	}

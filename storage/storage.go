@@ -173,6 +173,11 @@ type Batcher interface {
 	// and a queued DeletePKCERequestSession reports nothing. A backend
 	// without round trips may return a plain transaction.
 	BeginDeferredTX(ctx context.Context) (context.Context, error)
+	// GetAuthorizeCodeAndPKCE reads a code and its PKCE session together
+	// (one round trip where the backend has them): each pair of results is
+	// exactly what GetAuthorizeCodeSession and GetPKCERequestSession
+	// would return for sig.
+	GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error)
 }
 
 // Pinger reports whether the backend is reachable (for /readyz).

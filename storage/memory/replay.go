@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"github.com/ory/fosite"
+
 	"context"
 	"fmt"
 	"slices"
@@ -179,4 +181,12 @@ func (s *Store) GrantActive(_ context.Context, requestID string) (bool, error) {
 // BeginDeferredTX is BeginTX: the memory store has no round trips to save.
 func (s *Store) BeginDeferredTX(ctx context.Context) (context.Context, error) {
 	return s.BeginTX(ctx)
+}
+
+// GetAuthorizeCodeAndPKCE is GetAuthorizeCodeSession and
+// GetPKCERequestSession: the memory store has no round trips to save.
+func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
+	code, codeErr = s.GetAuthorizeCodeSession(ctx, sig, codeSession)
+	pkce, pkceErr = s.GetPKCERequestSession(ctx, sig, pkceSession)
+	return code, pkce, codeErr, pkceErr
 }

@@ -75,16 +75,26 @@ func (s *Store) create(ctx context.Context, table, sig string, r fosite.Requeste
 // (rehydrated in the same query), and whether it is active. It returns
 // storage.ErrNotFound if the row or its client is missing.
 func (s *Store) get(ctx context.Context, table, sig string, session fosite.Session) (*fosite.Request, bool, error) {
+	return scanRequest(table, s.q(ctx).QueryRow(ctx, getSQL(table), sig), session)
+}
+
+// getSQL reads one request of table by signature, with its client.
+func getSQL(table string) string {
+	return `SELECT t.active, t.request_id, t.client_id,
+		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
+		t.form, t.session, ` + prefixedClientColumns + `
+		FROM ` + table + ` t JOIN clients c ON c.id = t.client_id
+		WHERE t.signature = $1`
+}
+
+// scanRequest decodes a row of getSQL.
+func scanRequest(table string, row pgx.Row, session fosite.Session) (*fosite.Request, bool, error) {
 	op := "get " + kinds[table]
 	var (
 		rec    storage.Record
 		active bool
 	)
-	client, err := scanClient(s.q(ctx).QueryRow(ctx, `SELECT t.active, t.request_id, t.client_id,
-		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
-		t.form, t.session, `+prefixedClientColumns+`
-		FROM `+table+` t JOIN clients c ON c.id = t.client_id
-		WHERE t.signature = $1`, sig),
+	client, err := scanClient(row,
 		&active, &rec.RequestID, &rec.ClientID, &rec.Subject, &rec.RequestedAt,
 		&rec.RequestedScopes, &rec.GrantedScopes, &rec.RequestedAudience, &rec.GrantedAudience,
 		&rec.Form, &rec.Session)
@@ -96,6 +106,36 @@ func (s *Store) get(ctx context.Context, table, sig string, session fosite.Sessi
 		return nil, false, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return req, active, nil
+}
+
+// GetAuthorizeCodeAndPKCE reads a code and its PKCE session in one round
+// trip (pgx.Batch); each result is what GetAuthorizeCodeSession and
+// GetPKCERequestSession would return (storage.Batcher).
+func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
+	b := &pgx.Batch{}
+	b.Queue(getSQL(tableCodes), sig)
+	b.Queue(getSQL(tablePKCE), sig)
+	var br pgx.BatchResults
+	if tx := s.txFrom(ctx); tx != nil {
+		br = tx.SendBatch(ctx, b)
+	} else {
+		br = s.pool.SendBatch(ctx, b)
+	}
+	c, active, codeErr := scanRequest(tableCodes, br.QueryRow(), codeSession)
+	p, _, pkceErr := scanRequest(tablePKCE, br.QueryRow(), pkceSession)
+	if err := br.Close(); err != nil && codeErr == nil {
+		codeErr = translate("get authorize code", err)
+	}
+	if c != nil {
+		code = c
+		if codeErr == nil && !active {
+			codeErr = storage.ErrInvalidatedAuthorizeCode
+		}
+	}
+	if p != nil {
+		pkce = p
+	}
+	return code, pkce, codeErr, pkceErr
 }
 
 // deactivate runs a conditional UPDATE … SET active = false WHERE

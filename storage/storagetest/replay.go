@@ -301,3 +301,32 @@ func testDeferredTx(t *testing.T, s storage.Store) {
 		t.Errorf("a rolled-back deferred write stayed: %v", err)
 	}
 }
+
+// testCodeAndPKCE: GetAuthorizeCodeAndPKCE answers as the two reads do.
+func testCodeAndPKCE(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	req := newRequest("c1", "grant-1")
+	if err := s.CreateAuthorizeCodeSession(ctx, "code1", req); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreatePKCERequestSession(ctx, "code1", req); err != nil {
+		t.Fatal(err)
+	}
+	code, pkce, cerr, perr := s.GetAuthorizeCodeAndPKCE(ctx, "code1", &fosite.DefaultSession{}, &fosite.DefaultSession{})
+	if cerr != nil || perr != nil || code.GetID() != "grant-1" || pkce.GetID() != "grant-1" {
+		t.Fatalf("both present: %v %v %v %v", code, pkce, cerr, perr)
+	}
+	if err := s.InvalidateAuthorizeCodeSession(ctx, "code1"); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.DeletePKCERequestSession(ctx, "code1")
+	code, _, cerr, perr = s.GetAuthorizeCodeAndPKCE(ctx, "code1", &fosite.DefaultSession{}, &fosite.DefaultSession{})
+	if !errors.Is(cerr, storage.ErrInvalidatedAuthorizeCode) || code == nil || !errors.Is(perr, storage.ErrNotFound) {
+		t.Fatalf("redeemed: %v %v %v", code, cerr, perr)
+	}
+	_, _, cerr, perr = s.GetAuthorizeCodeAndPKCE(ctx, "missing", &fosite.DefaultSession{}, &fosite.DefaultSession{})
+	if !errors.Is(cerr, storage.ErrNotFound) || !errors.Is(perr, storage.ErrNotFound) {
+		t.Fatalf("missing: %v %v", cerr, perr)
+	}
+}

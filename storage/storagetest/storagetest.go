@@ -61,6 +61,7 @@ var cases = []testCase{
 	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
 	{"GrantActive", testGrantActive},
 	{"DeferredTx", testDeferredTx},
+	{"CodeAndPKCE", testCodeAndPKCE},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
