@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login sso sso-https exchange replay refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login sso sso-https exchange exchange-dpop replay replay-dpop refresh introspect client-credentials}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PG_PARAMS=${BENCH_PG_PARAMS:-sslmode=disable}
 REDIS_DB=${BENCH_REDIS_DB:-9}
@@ -151,6 +151,10 @@ for c in $CONCURRENCY; do
 		case $m in
 		introspect | client-credentials)
 			bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$service" -client-secret "$service_secret" ;;
+		exchange-dpop | replay-dpop)
+			# The same modes with a DPoP proof (RFC 9449, ES256, one key per
+			# run: a replay presents a fresh proof from the same key).
+			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "${m%-dpop}" -dpop -label "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
 		sso-https)
 			# The sso flow with a claimed https redirect: the client's
 			# identity is assured, so an existing session gets a code

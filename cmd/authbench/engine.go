@@ -28,6 +28,9 @@ import (
 
 // options are the flags of a load run.
 type options struct {
+	// DPoP makes every token request carry a DPoP proof (RFC 9449) from one
+	// ES256 key per run, answering use_dpop_nonce as a client does.
+	DPoP        bool
 	Mode        string
 	Target      string
 	Concurrency int
@@ -69,6 +72,7 @@ func (o *options) clientFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClientID, "client-id", "", "client_id: a public skip_consent client for login/sso/exchange/replay/refresh, a confidential one for introspect/client-credentials")
 	fs.StringVar(&o.ClientSecret, "client-secret", "", "client_secret of a confidential client (sent with HTTP Basic)")
 	fs.StringVar(&o.RedirectURI, "redirect-uri", "dev.authd.authbench:/callback", "registered redirect_uri of the public client")
+	fs.BoolVar(&o.DPoP, "dpop", false, "send a DPoP proof (RFC 9449, ES256, one key per run) with every token request")
 	fs.StringVar(&o.Scope, "scope", "", "scope to request (default \"openid offline_access\" for code flows, none for client-credentials)")
 	fs.StringVar(&o.User, "user", "bench", "username for login/sso")
 	fs.StringVar(&o.Password, "password", "", "password for login/sso (also read from AUTHBENCH_PASSWORD)")
@@ -132,7 +136,8 @@ type runner struct {
 	client    *http.Client // no redirects, no cookies
 	stderr    io.Writer
 	workers   []*worker
-	db        *dbCeiling // ceiling-db only
+	db        *dbCeiling  // ceiling-db only
+	dpop      *dpopClient // with -dpop
 
 	done     atomic.Int64 // iterations completed (ok or not)
 	errs     atomic.Int64 // iterations that failed
@@ -189,6 +194,13 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	}
 	r.client = &http.Client{Transport: r.transport, CheckRedirect: noRedirect, Timeout: o.Timeout}
 	defer r.transport.CloseIdleConnections()
+	if o.DPoP {
+		c, err := newDPoPClient()
+		if err != nil {
+			return nil, err
+		}
+		r.dpop = c
+	}
 	r.progress = progressLine{w: stderr, quiet: o.Quiet, tty: isTerminal(stderr)}
 
 	workers := make([]*worker, o.Concurrency)

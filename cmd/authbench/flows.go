@@ -134,7 +134,15 @@ func (r *runner) postForm(ctx context.Context, path, form string, basic bool) (t
 	if basic {
 		req.Header.Set("Authorization", r.basicAuth())
 	}
-	status, _, body, err := send(r.client, req)
+	var (
+		status int
+		body   []byte
+	)
+	if r.dpop != nil && path == "/oauth2/token" {
+		status, body, err = r.sendDPoP(req, form)
+	} else {
+		status, _, body, err = send(r.client, req)
+	}
 	if err != nil {
 		return tb, err
 	}
@@ -150,6 +158,33 @@ func (r *runner) postForm(ctx context.Context, path, form string, basic bool) (t
 		return tb, &checkError{"200 with a body that is not JSON"}
 	}
 	return tb, nil
+}
+
+// sendDPoP sends a token request with a fresh DPoP proof; a
+// use_dpop_nonce answer (RFC 9449 §8) is retried once with the new nonce,
+// as a client library does (the round trip consumes nothing).
+func (r *runner) sendDPoP(req *http.Request, form string) (int, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		if err := r.dpop.sign(req); err != nil {
+			return 0, nil, err
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil {
+			return resp.StatusCode, nil, err
+		}
+		r.dpop.observe(resp.Header)
+		if resp.StatusCode == http.StatusBadRequest && attempt == 0 && strings.Contains(string(body), `"use_dpop_nonce"`) {
+			req = req.Clone(req.Context())
+			req.Body = io.NopCloser(strings.NewReader(form))
+			continue
+		}
+		return resp.StatusCode, body, nil
+	}
 }
 
 // newBrowser returns a client with its own cookie jar that does not follow
