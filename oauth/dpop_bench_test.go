@@ -22,26 +22,7 @@ func dpopBenchProofs(b *testing.B, h *harness, key dpopKey, code, verifier strin
 	return proofs
 }
 
-// BenchmarkExchangeBearer is the bearer twin of BenchmarkExchangeDPoP:
-// the same codes, no proof.
-func BenchmarkExchangeBearer(b *testing.B) {
-	h := newBenchHarness(b)
-	codes, vs := mintCodes(b, h, b.N)
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		start := time.Now()
-		res := h.exchange(b, publicClient, codes[i], vs[i], publicRedirect)
-		lat = append(lat, time.Since(start))
-		if res.status != http.StatusOK {
-			b.Fatalf("exchange: %d %v", res.status, res.body)
-		}
-	}
-	b.StopTimer()
-	reportMedian(b, lat)
-}
-
-// BenchmarkExchangeDPoP is BenchmarkExchangeBearer with an ES256 DPoP
+// BenchmarkExchangeDPoP is BenchmarkExchange with an ES256 DPoP
 // proof: the proof verified, its jti recorded, the tokens bound.
 func BenchmarkExchangeDPoP(b *testing.B) {
 	h := newBenchHarness(b)

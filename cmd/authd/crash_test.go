@@ -113,12 +113,7 @@ func TestRetryAfterProcessKilledAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AUTHD_") {
-			env = append(env, kv)
-		}
-	}
+	env := withoutAuthdEnv()
 	env = append(env, "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=crash-test-secret-0123456789-0123456789",
 		"AUTHD_REDIS_URL=redis://"+redisAddr+"/0", "AUTHD_ADMIN_TOKEN=adm", "AUTHD_JANITOR=off")
 	a := startAuthd(t, bin, freeAddr(t), env, []string{"AUTHD_FAULT=kill-after-commit"})

@@ -122,12 +122,7 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	janitorSeed(t, pool, "used", nLive, time.Hour, false)
 
 	dir := t.TempDir()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AUTHD_") {
-			env = append(env, kv)
-		}
-	}
+	env := withoutAuthdEnv()
 	env = append(env, "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=janitor-test-secret-0123456789-0123456789",
 		"AUTHD_ADDR=127.0.0.1:0", "AUTHD_OPS_ADDR=127.0.0.1:0", "AUTHD_DRAIN_DELAY=0s", "AUTHD_REDIS_URL=memory", "AUTHD_LOG_LEVEL=debug",
 		"AUTHD_JANITOR_INTERVAL="+interval.String(), "AUTHD_JANITOR_BATCH=100", "AUTHD_JOB_LEASE=2s", "AUTHD_JANITOR_GRACE=0s")

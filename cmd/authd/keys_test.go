@@ -85,12 +85,7 @@ func TestKeyRotationThreeProcesses(t *testing.T) {
 		prepublish = time.Second
 	)
 	addrs := []string{freePort(t), freePort(t), freePort(t)}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AUTHD_") {
-			env = append(env, kv)
-		}
-	}
+	env := withoutAuthdEnv()
 	env = append(env, "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET="+secret, "AUTHD_ISSUER=http://"+addrs[0],
 		"AUTHD_OPS_ADDR=127.0.0.1:0", "AUTHD_DRAIN_DELAY=0s", "AUTHD_REDIS_URL=memory",
 		"AUTHD_KEY_ROTATION="+rotation.String(), "AUTHD_KEY_PREPUBLISH="+prepublish.String(), "AUTHD_ID_TOKEN_TTL=1m",

@@ -587,12 +587,7 @@ func TestScaleOut(t *testing.T) {
 	for i, n := range nodes {
 		redisAddrs[i] = n.Addr
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AUTHD_") {
-			env = append(env, kv)
-		}
-	}
+	env := withoutAuthdEnv()
 	env = append(env, "AUTHD_DATABASE_URL="+u.String(), "AUTHD_SECRET=scaleout-test-secret-0123456789-0123456789",
 		"AUTHD_REDIS_URL=redis://"+strings.Join(redisAddrs, ","), "AUTHD_ADMIN_TOKEN="+scaleAdmin,
 		"AUTHD_JANITOR=off", "AUTHD_ISSUER="+frontSrv.URL)
