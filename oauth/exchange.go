@@ -61,6 +61,7 @@ type tokenBody struct {
 // exchangeStore is what grantExchanger needs of storage.
 type exchangeStore interface {
 	BeginDeferredTX(ctx context.Context) (context.Context, error)
+	CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
@@ -108,39 +109,35 @@ type grantExchanger struct {
 }
 
 func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
-	ctx = withBinding(withCodeMemo(ctx), req.jkt)
-	ar, err := x.provider.NewAccessRequest(ctx, req.r, newSession(""))
-	if err != nil {
-		return x.redeemed(ctx, req, err)
-	}
-	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
-		return nil, err
-	}
-	if err := bind(req, ar); err != nil {
-		return nil, err
-	}
-	// The ID token signing keys are loaded now, not in the transaction:
+	// The ID token signing keys are loaded first, not in the transaction:
 	// signing in it then does no I/O and cannot fail for want of a key.
-	// (fosite grants the code's scopes only when it populates the
-	// response, so whether one is needed is not known yet; in the steady
-	// state this is a memory read.)
+	// (Whether one is needed is known only once fosite has granted the
+	// code's scopes; in the steady state this is a memory read.)
 	if x.keys != nil {
 		if err := x.keys.Prepare(ctx); err != nil {
 			return nil, fosite.ErrServerError.WithWrap(err).WithHint("The ID token signing keys are unavailable; nothing was used up, retry.")
 		}
 	}
-	// One transaction; the token writes travel with the replay record
-	// (storage.Batcher).
+	// One transaction from the first read to the commit (storage.Batcher):
+	// BEGIN travels with the reads of the code (locked) and its PKCE
+	// session, the token writes and the replay record with COMMIT. A
+	// concurrent exchange of the same code waits on the lock and then finds
+	// it redeemed, with this one's record committed.
 	tctx, err := x.store.BeginDeferredTX(ctx)
 	if err != nil {
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
-	a, err := x.issue(withExchangeTx(tctx), req, ar)
+	a, rec, err := x.issue(withExchangeTx(withBinding(withCodeMemo(tctx), req.jkt)), req)
 	if err != nil {
 		_ = x.store.Rollback(tctx)
 		return x.redeemed(ctx, req, err)
 	}
-	if err := x.store.Commit(tctx); err != nil {
+	if rec != nil {
+		a.superseded, err = x.store.CommitWithReplayRecord(tctx, rec)
+	} else {
+		err = x.store.Commit(tctx)
+	}
+	if err != nil {
 		// Whether it committed is unknown; a retry finds out (the record
 		// answers it, or the code is still unused).
 		return nil, fosite.ErrServerError.WithWrap(err)
@@ -151,12 +148,23 @@ func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answ
 	return a, nil
 }
 
-// issue runs fosite's token issuance inside the exchange transaction and
-// writes the replay record in it.
-func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite.AccessRequester) (*answer, error) {
+// issue runs fosite's validation and token issuance inside the exchange
+// transaction and returns the answer with the replay record to commit with
+// it (nil for grants without replay).
+func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest) (*answer, *storage.ReplayRecord, error) {
+	ar, err := x.provider.NewAccessRequest(ctx, req.r, newSession(""))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkRefreshScope(req.id.scope, ar); req.id.scope != nil && err != nil {
+		return nil, nil, err
+	}
+	if err := bind(req, ar); err != nil {
+		return nil, nil, err
+	}
 	resp, err := x.provider.NewAccessResponse(ctx, ar)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	exp := ar.GetSession().GetExpiresAt(fosite.AccessToken)
 	if exp.IsZero() {
@@ -178,29 +186,25 @@ func (x *grantExchanger) issue(ctx context.Context, req *tokenRequest, ar fosite
 	// sealed: a failure rolls back (the code stays unused), and a replay
 	// returns this very ID token.
 	if a.body.IDToken, err = x.idToken(ctx, req, ar, a.body.AccessToken); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.id.key == "" || x.window <= 0 {
-		return a, nil
+		return a, nil, nil
 	}
 	plain := (&sealedResponse{Body: a.body, ExpiresAt: exp, Scope: req.id.scope}).marshal()
 	a.sealed, err = exchangecache.Seal(x.sealKey, req.id.presented, req.id.key, plain)
 	if err != nil {
-		return nil, fosite.ErrServerError.WithWrap(err)
+		return nil, nil, fosite.ErrServerError.WithWrap(err)
 	}
 	a.windowEnd = x.now().Add(x.window)
 	subject := ""
 	if s, ok := ar.GetSession().(*fosite.DefaultSession); ok {
 		subject = s.Subject
 	}
-	a.superseded, err = x.store.PutReplayRecord(ctx, &storage.ReplayRecord{
+	return a, &storage.ReplayRecord{
 		Key: req.id.key, RequestID: ar.GetID(), ClientID: req.client.GetID(), Subject: subject,
 		Fingerprint: req.id.fingerprint, Sealed: a.sealed, WindowEnd: a.windowEnd,
-	})
-	if err != nil {
-		return nil, fosite.ErrServerError.WithWrap(err)
-	}
-	return a, nil
+	}, nil
 }
 
 // redeemed handles an error from fosite. A code or refresh token that is

@@ -165,14 +165,22 @@ type GrantChecker interface {
 // Batcher begins transactions whose blind writes travel together.
 type Batcher interface {
 	// BeginDeferredTX is BeginTX for a token exchange: in the returned
-	// transaction, CreateAccessTokenSession, CreateRefreshTokenSession and
+	// transaction, InvalidateAuthorizeCodeSession (of a code this
+	// transaction read with GetAuthorizeCodeAndPKCE, which then locks it),
+	// CreateAccessTokenSession, CreateRefreshTokenSession and
 	// DeletePKCERequestSession may be queued instead of sent, and go to the
-	// server together with the next PutReplayRecord or with Commit, which
-	// then report their errors (a failed queued write fails the
-	// transaction). Reads in the transaction need not see queued writes,
-	// and a queued DeletePKCERequestSession reports nothing. A backend
-	// without round trips may return a plain transaction.
+	// server together with the next PutReplayRecord or with Commit (or
+	// CommitWithReplayRecord), which then report their errors (a failed
+	// queued write fails the transaction). BEGIN itself may travel with the
+	// first statement. Reads in the transaction need not see queued
+	// writes, and a queued DeletePKCERequestSession reports nothing. A
+	// backend without round trips may return a plain transaction.
 	BeginDeferredTX(ctx context.Context) (context.Context, error)
+	// CommitWithReplayRecord is PutReplayRecord then Commit for ctx's
+	// transaction, in one round trip where the backend batches: the queued
+	// writes, the record and COMMIT travel together. Its errors are those
+	// of both; on an error the transaction is rolled back.
+	CommitWithReplayRecord(ctx context.Context, rec *ReplayRecord) (superseded []string, err error)
 	// GetAuthorizeCodeAndPKCE reads a code and its PKCE session together
 	// (one round trip where the backend has them): each pair of results is
 	// exactly what GetAuthorizeCodeSession and GetPKCERequestSession

@@ -183,6 +183,16 @@ func (s *Store) BeginDeferredTX(ctx context.Context) (context.Context, error) {
 	return s.BeginTX(ctx)
 }
 
+// CommitWithReplayRecord is PutReplayRecord then Commit.
+func (s *Store) CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error) {
+	keys, err := s.PutReplayRecord(ctx, rec)
+	if err != nil {
+		_ = s.Rollback(ctx)
+		return nil, err
+	}
+	return keys, s.Commit(ctx)
+}
+
 // GetAuthorizeCodeAndPKCE is GetAuthorizeCodeSession and
 // GetPKCERequestSession: the memory store has no round trips to save.
 func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {

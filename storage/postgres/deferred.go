@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,27 +11,50 @@ import (
 
 // writeQueue holds the blind writes of a deferred transaction: statements
 // whose result nobody reads before the commit, sent together in one round
-// trip (pgx.Batch) by the next PutReplayRecord or by Commit.
+// trip (pgx.Batch) by the next PutReplayRecord, or with COMMIT by Commit
+// and CommitWithReplayRecord.
 type writeQueue struct {
 	batch *pgx.Batch
-	ops   []string
+	ops   []queuedOp
+	// locked holds the code signatures this transaction read FOR UPDATE
+	// and found active: their redemption cannot lose a race (the row lock
+	// is ours until the commit), so it is queued too.
+	locked map[string]bool
 }
 
-// BeginDeferredTX starts a transaction in which the blind writes of a token
-// exchange (CreateAccessTokenSession, CreateRefreshTokenSession,
-// DeletePKCERequestSession) are queued instead of sent, and go to the
-// server together with PutReplayRecord or Commit: one round trip instead of
-// one per row. Reads in the transaction do not see queued writes, and a
-// queued write's error is reported by the call that sends it
-// (storage.Batcher).
+// queuedOp names a queued statement for its error, and says whether it
+// must have affected exactly one row (errNone otherwise).
+type queuedOp struct {
+	op      string
+	errNone error
+}
+
+// BeginDeferredTX starts a transaction for a token exchange
+// (storage.Batcher), in which:
+//
+//   - BEGIN is sent with the first statement, not on its own (lazyTx);
+//   - the code is read FOR UPDATE (GetAuthorizeCodeAndPKCE), so its
+//     redemption (InvalidateAuthorizeCodeSession) is a blind write;
+//   - the blind writes (the redemption, CreateAccessTokenSession,
+//     CreateRefreshTokenSession, DeletePKCERequestSession) are queued and go
+//     to the server with the next PutReplayRecord, or with COMMIT
+//     (Commit, CommitWithReplayRecord).
+//
+// An authorization code exchange is then two round trips: BEGIN and the
+// reads; the writes, the replay record and COMMIT. Reads in the transaction
+// do not see queued writes, and a queued write's error is reported by the
+// call that sends it.
 func (s *Store) BeginDeferredTX(ctx context.Context) (context.Context, error) {
-	tctx, err := s.BeginTX(ctx)
-	if err != nil {
-		return tctx, err
+	if s.txFrom(ctx) != nil {
+		return s.BeginTX(ctx) // nested: a savepoint, sent at once
 	}
-	t := tctx.Value(txKey{}).(ctxTx)
-	t.queue = &writeQueue{batch: &pgx.Batch{}}
-	return context.WithValue(tctx, txKey{}, t), nil
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return ctx, translate("begin", err)
+	}
+	t := ctxTx{pool: s.pool, tx: &lazyTx{conn: conn},
+		queue: &writeQueue{batch: &pgx.Batch{}, locked: map[string]bool{}}}
+	return context.WithValue(ctx, txKey{}, t), nil
 }
 
 // queueFrom returns the write queue of ctx's deferred transaction, or nil.
@@ -44,6 +68,11 @@ func (s *Store) queueFrom(ctx context.Context) *writeQueue {
 // enqueue queues a blind write when ctx carries a deferred transaction and
 // reports whether it did.
 func (s *Store) enqueue(ctx context.Context, op, sql string, args ...any) bool {
+	return s.enqueueChecked(ctx, queuedOp{op: op}, sql, args...)
+}
+
+// enqueueChecked is enqueue with a row count check (queuedOp.errNone).
+func (s *Store) enqueueChecked(ctx context.Context, op queuedOp, sql string, args ...any) bool {
 	q := s.queueFrom(ctx)
 	if q == nil {
 		return false
@@ -59,24 +88,28 @@ func (s *Store) flush(ctx context.Context) error {
 	return err
 }
 
-// flushWith sends the queued writes and then, when extraSQL is set, one
-// more statement whose rows it collects as strings.
-func (s *Store) flushWith(ctx context.Context, extra *queuedQuery) ([]string, error) {
-	q := s.queueFrom(ctx)
-	tx := s.txFrom(ctx)
-	if q == nil || tx == nil || (len(q.ops) == 0 && extra == nil) {
-		return nil, nil
-	}
+// take returns the queued writes (with extra, when set, at the end) and
+// empties the queue.
+func (q *writeQueue) take(extra *queuedQuery) (*pgx.Batch, []queuedOp) {
 	if extra != nil {
 		q.batch.Queue(extra.sql, extra.args...)
 	}
 	batch, ops := q.batch, q.ops
 	q.batch, q.ops = &pgx.Batch{}, nil
-	br := tx.SendBatch(ctx, batch)
+	return batch, ops
+}
+
+// readQueued reads the results of ops and then, when extra is set, the
+// rows of extra as strings; it returns the first error.
+func readQueued(br pgx.BatchResults, ops []queuedOp, extra *queuedQuery) ([]string, error) {
 	var firstErr error
 	for _, op := range ops {
-		if _, err := br.Exec(); err != nil && firstErr == nil {
-			firstErr = translate(op, err)
+		tag, err := br.Exec()
+		if err != nil && firstErr == nil {
+			firstErr = translate(op.op, err)
+		}
+		if err == nil && op.errNone != nil && tag.RowsAffected() != 1 && firstErr == nil {
+			firstErr = fmt.Errorf("postgres: %s: %w", op.op, op.errNone)
 		}
 	}
 	var out []string
@@ -89,10 +122,57 @@ func (s *Store) flushWith(ctx context.Context, extra *queuedQuery) ([]string, er
 			firstErr = translate(extra.op, err)
 		}
 	}
+	return out, firstErr
+}
+
+// flushWith sends the queued writes and then, when extra is set, one more
+// statement whose rows it collects as strings.
+func (s *Store) flushWith(ctx context.Context, extra *queuedQuery) ([]string, error) {
+	q := s.queueFrom(ctx)
+	tx := s.txFrom(ctx)
+	if q == nil || tx == nil || (len(q.ops) == 0 && extra == nil) {
+		return nil, nil
+	}
+	batch, ops := q.take(extra)
+	br := tx.SendBatch(ctx, batch)
+	out, firstErr := readQueued(br, ops, extra)
 	if err := br.Close(); err != nil && firstErr == nil {
 		firstErr = translate("batch", err)
 	}
 	return out, firstErr
+}
+
+// commitDeferred sends the queued writes, extra (when set) and COMMIT in
+// one round trip; on an error the transaction is rolled back.
+func (s *Store) commitDeferred(ctx context.Context, lt *lazyTx, q *writeQueue, extra *queuedQuery) ([]string, error) {
+	batch, ops := q.take(extra)
+	var out []string
+	err := lt.commitBatch(ctx, batch, func(br pgx.BatchResults) error {
+		var err error
+		out, err = readQueued(br, ops, extra)
+		return err
+	})
+	if err != nil {
+		return nil, translate("commit", err)
+	}
+	return out, nil
+}
+
+// CommitWithReplayRecord is PutReplayRecord then Commit for ctx's
+// transaction, in one round trip in a deferred transaction
+// (storage.Batcher): the queued writes, the record and COMMIT.
+func (s *Store) CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error) {
+	lt, _ := s.txFrom(ctx).(*lazyTx)
+	q := s.queueFrom(ctx)
+	if lt == nil || q == nil {
+		keys, err := s.PutReplayRecord(ctx, rec)
+		if err != nil {
+			_ = s.Rollback(ctx)
+			return nil, err
+		}
+		return keys, s.Commit(ctx)
+	}
+	return s.commitDeferred(ctx, lt, q, putReplayQuery(rec))
 }
 
 // queuedQuery is a statement sent at the end of a batch.

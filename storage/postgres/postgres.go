@@ -187,6 +187,13 @@ func (s *Store) Commit(ctx context.Context) error {
 	if tx == nil {
 		return errors.New("postgres: commit: no transaction in context")
 	}
+	if lt, ok := tx.(*lazyTx); ok {
+		if q := s.queueFrom(ctx); q != nil {
+			// A deferred transaction: the queued writes with COMMIT.
+			_, err := s.commitDeferred(ctx, lt, q, nil)
+			return err
+		}
+	}
 	if err := s.flush(ctx); err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err

@@ -16,37 +16,35 @@ import (
 // is redeemed (docs/architecture.md, "The exchange"). In a deferred
 // transaction it sends the queued writes with it, in one round trip.
 func (s *Store) PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error) {
-	const sql = `WITH ins AS (
-			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		)
-		UPDATE replay_records SET revoked = true
-		WHERE request_id = $2 AND key <> $1 AND NOT revoked
-		RETURNING key`
-	args := []any{rec.Key, rec.RequestID, rec.ClientID, rec.Subject, rec.Fingerprint, rec.Sealed,
-		storage.NormalizeTime(rec.WindowEnd), rec.Revoked}
+	pq := putReplayQuery(rec)
 	if s.queueFrom(ctx) != nil {
 		// A deferred transaction: the queued token writes and this one in
 		// one round trip.
-		return s.flushWith(ctx, &queuedQuery{op: "put replay record", sql: sql, args: args})
+		return s.flushWith(ctx, pq)
 	}
-	rows, err := s.q(ctx).Query(ctx, `WITH ins AS (
+	rows, err := s.q(ctx).Query(ctx, pq.sql, pq.args...)
+	if err != nil {
+		return nil, translate(pq.op, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, translate(pq.op, err)
+	}
+	return keys, nil
+}
+
+// putReplayQuery is PutReplayRecord's statement: the insert, and the
+// grant's other records marked revoked, returning their keys.
+func putReplayQuery(rec *storage.ReplayRecord) *queuedQuery {
+	return &queuedQuery{op: "put replay record", sql: `WITH ins AS (
 			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		)
 		UPDATE replay_records SET revoked = true
 		WHERE request_id = $2 AND key <> $1 AND NOT revoked
 		RETURNING key`,
-		rec.Key, rec.RequestID, rec.ClientID, rec.Subject, rec.Fingerprint, rec.Sealed,
-		storage.NormalizeTime(rec.WindowEnd), rec.Revoked)
-	if err != nil {
-		return nil, translate("put replay record", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, translate("put replay record", err)
-	}
-	return keys, nil
+		args: []any{rec.Key, rec.RequestID, rec.ClientID, rec.Subject, rec.Fingerprint, rec.Sealed,
+			storage.NormalizeTime(rec.WindowEnd), rec.Revoked}}
 }
 
 // GetReplayRecord returns the record with key, or storage.ErrNotFound.

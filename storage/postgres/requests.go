@@ -113,7 +113,16 @@ func scanRequest(table string, row pgx.Row, session fosite.Session) (*fosite.Req
 // GetPKCERequestSession would return (storage.Batcher).
 func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
 	b := &pgx.Batch{}
-	b.Queue(getSQL(tableCodes), sig)
+	q := s.queueFrom(ctx)
+	if q != nil {
+		// A deferred transaction: lock the code's row, so that redeeming
+		// it cannot lose a race and is queued with the other writes. A
+		// concurrent exchange of the same code waits here until this one
+		// commits, and then reads it redeemed.
+		b.Queue(getSQL(tableCodes)+` FOR UPDATE OF t`, sig)
+	} else {
+		b.Queue(getSQL(tableCodes), sig)
+	}
 	b.Queue(getSQL(tablePKCE), sig)
 	var br pgx.BatchResults
 	if tx := s.txFrom(ctx); tx != nil {
@@ -131,6 +140,9 @@ func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSes
 		if codeErr == nil && !active {
 			codeErr = storage.ErrInvalidatedAuthorizeCode
 		}
+		if codeErr == nil && q != nil {
+			q.locked[sig] = true
+		}
 	}
 	if p != nil {
 		pkce = p
@@ -143,6 +155,15 @@ func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSes
 // was already inactive, storage.ErrNotFound if it does not exist.
 func (s *Store) deactivate(ctx context.Context, table, sig string, errInactive error) error {
 	op := "deactivate " + kinds[table]
+	if wq := s.queueFrom(ctx); wq != nil && table == tableCodes && wq.locked[sig] {
+		// This transaction holds the row lock of an active code
+		// (GetAuthorizeCodeAndPKCE): the conditional write cannot miss,
+		// and goes with the other writes (checked there all the same).
+		delete(wq.locked, sig)
+		s.enqueueChecked(ctx, queuedOp{op: op, errNone: errInactive}, `UPDATE `+table+` SET active = false
+		WHERE signature = $1 AND active`, sig)
+		return nil
+	}
 	q := s.q(ctx)
 	var one int
 	err := q.QueryRow(ctx, `UPDATE `+table+` SET active = false

@@ -302,6 +302,83 @@ func testDeferredTx(t *testing.T, s storage.Store) {
 	}
 }
 
+// testDeferredRedeem: a whole exchange in a deferred transaction (the code
+// read, its redemption, the tokens, the PKCE session's deletion, the
+// record, committed by CommitWithReplayRecord) commits together; with a
+// failing write, nothing of it does and the code stays unused; a second
+// redemption of a redeemed code is refused.
+func testDeferredRedeem(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	req := newRequest("c1", "grant-1")
+	for _, sig := range []string{"code1", "code2"} {
+		if err := s.CreateAuthorizeCodeSession(ctx, sig, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreatePKCERequestSession(ctx, sig, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateAccessTokenSession(ctx, "at-taken", req); err != nil {
+		t.Fatal(err)
+	}
+	exchange := func(sig, access string) error {
+		tctx, err := s.BeginDeferredTX(ctx)
+		if err != nil {
+			return err
+		}
+		_, _, cerr, perr := s.GetAuthorizeCodeAndPKCE(tctx, sig, &fosite.DefaultSession{}, &fosite.DefaultSession{})
+		if cerr == nil {
+			cerr = perr
+		}
+		if cerr == nil {
+			cerr = s.InvalidateAuthorizeCodeSession(tctx, sig)
+		}
+		if cerr == nil {
+			cerr = s.CreateAccessTokenSession(tctx, access, req)
+		}
+		if cerr == nil {
+			_ = s.DeletePKCERequestSession(tctx, sig)
+			_, cerr = s.CommitWithReplayRecord(tctx, replayRecord("c:"+sig, "grant-"+sig, "c1"))
+			return cerr
+		}
+		_ = s.Rollback(tctx)
+		return cerr
+	}
+	if err := exchange("code1", "at-1"); err != nil {
+		t.Fatalf("exchange: %v", err)
+	}
+	if _, err := s.GetAuthorizeCodeSession(ctx, "code1", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrInvalidatedAuthorizeCode) {
+		t.Errorf("code after the exchange: %v, want ErrInvalidatedAuthorizeCode", err)
+	}
+	if _, err := s.GetAccessTokenSession(ctx, "at-1", &fosite.DefaultSession{}); err != nil {
+		t.Errorf("access token after the exchange: %v", err)
+	}
+	if _, err := s.GetReplayRecord(ctx, "c:code1"); err != nil {
+		t.Errorf("replay record after the exchange: %v", err)
+	}
+	if err := exchange("code1", "at-again"); !errors.Is(err, storage.ErrInvalidatedAuthorizeCode) {
+		t.Errorf("second exchange of a code: %v, want ErrInvalidatedAuthorizeCode", err)
+	}
+	// A taken access token signature fails the commit: the code stays
+	// unused, nothing is stored.
+	if err := exchange("code2", "at-taken"); err == nil {
+		t.Fatal("an exchange with a failing write committed")
+	}
+	if _, err := s.GetAuthorizeCodeSession(ctx, "code2", &fosite.DefaultSession{}); err != nil {
+		t.Errorf("code after a failed exchange: %v, want active", err)
+	}
+	if _, err := s.GetReplayRecord(ctx, "c:code2"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("replay record of a failed exchange: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetPKCERequestSession(ctx, "code2", &fosite.DefaultSession{}); err != nil {
+		t.Errorf("PKCE session after a failed exchange: %v, want present", err)
+	}
+	if err := exchange("code2", "at-2"); err != nil {
+		t.Errorf("the code after a failed exchange does not redeem: %v", err)
+	}
+}
+
 // testCodeAndPKCE: GetAuthorizeCodeAndPKCE answers as the two reads do.
 func testCodeAndPKCE(t *testing.T, s storage.Store) {
 	ctx := t.Context()

@@ -62,6 +62,7 @@ var cases = []testCase{
 	{"GrantActive", testGrantActive},
 	{"DeferredTx", testDeferredTx},
 	{"CodeAndPKCE", testCodeAndPKCE},
+	{"DeferredRedeem", testDeferredRedeem},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
 }
