@@ -98,10 +98,11 @@ func cmdCeilingHTTP(ctx context.Context, args []string, stdout, stderr io.Writer
 // ---- PostgreSQL ceiling ----
 
 // The statements of one authorization code exchange, exactly as
-// storage/postgres issues them (requests.go: get, deactivate, create;
-// DeletePKCERequestSession), in the order authd serve issues them
-// (storage.CachingStore deletes the PKCE session inside the redeeming
-// transaction). Keep them in step with those files.
+// storage/postgres issues them in a deferred transaction (deferred.go,
+// lazytx.go, requests.go, replay.go), in two round trips: BEGIN with the
+// code (read FOR UPDATE) and its PKCE session; then the code's redemption,
+// the PKCE session's deletion, the access and refresh tokens, the replay
+// record and COMMIT. Keep them in step with those files.
 const (
 	sqlClientColumns = `c.id, c.secret_hash, c.name, c.redirect_uris, c.grant_types, c.response_types,
 		c.scopes, c.token_endpoint_auth_method, c.client_uri, c.logo_uri, c.contacts, c.skip_consent,
@@ -110,19 +111,26 @@ const (
 		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
 		t.form, t.session, ` + sqlClientColumns + `
 		FROM authorize_codes t JOIN clients c ON c.id = t.client_id
-		WHERE t.signature = $1`
+		WHERE t.signature = $1 FOR UPDATE OF t`
 	sqlGetPKCE = `SELECT t.active, t.request_id, t.client_id,
 		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
 		t.form, t.session, ` + sqlClientColumns + `
 		FROM pkce_sessions t JOIN clients c ON c.id = t.client_id
 		WHERE t.signature = $1`
 	sqlInvalidateCode = `UPDATE authorize_codes SET active = false
-		WHERE signature = $1 AND active RETURNING 1`
+		WHERE signature = $1 AND active`
 	sqlInsertAccess = `INSERT INTO access_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
 		granted_scopes, audience, granted_audience, form, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	sqlInsertRefresh = `INSERT INTO refresh_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
 		granted_scopes, audience, granted_audience, form, session, access_signature) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 	sqlDeletePKCE = `DELETE FROM pkce_sessions WHERE signature = $1`
+	sqlPutReplay  = `WITH ins AS (
+			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		)
+		UPDATE replay_records SET revoked = true
+		WHERE request_id = $2 AND key <> $1 AND NOT revoked
+		RETURNING key`
 )
 
 // errNoPKCERow: the conditional DELETE found nothing (cannot happen here).
@@ -216,7 +224,7 @@ func cmdCeilingDB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	res.Target = "postgresql (scratch schema " + schema + ")"
-	res.Note = fmt.Sprintf("pool %d connections; statements: get code, get pkce, begin, invalidate code, delete pkce, insert access, insert refresh, commit", maxConns)
+	res.Note = fmt.Sprintf("pool %d connections; two round trips: begin + get code (for update) + get pkce; invalidate code + delete pkce + insert access + insert refresh + put replay record + commit", maxConns)
 	res.Prepared = fmt.Sprintf("%d codes and PKCE sessions inserted before timing", len(db.sigs))
 	return o.emit(res, stdout, stderr)
 }
@@ -262,11 +270,9 @@ func (db *dbCeiling) seed(ctx context.Context, n int, stderr io.Writer, quiet bo
 	return err
 }
 
-// readRequest runs one of the two SELECTs and scans every column, as
+// scanRequest scans every column of one of the two SELECTs, as
 // storage/postgres does.
-func readRequest(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, sql, sig string) error {
+func scanRequest(row pgx.Row) error {
 	var (
 		active                                         bool
 		reqID, clientID, subject, form                 string
@@ -277,7 +283,7 @@ func readRequest(ctx context.Context, q interface {
 		redirects, grants, responses, cScopes, contact []string
 		skip                                           bool
 	)
-	return q.QueryRow(ctx, sql, sig).Scan(&active, &reqID, &clientID, &subject, &requestedAt, &scopes, &granted, &aud, &grantedAud,
+	return row.Scan(&active, &reqID, &clientID, &subject, &requestedAt, &scopes, &granted, &aud, &grantedAud,
 		&form, &session, &cID, &secretHash, &name, &redirects, &grants, &responses, &cScopes, &method, &clientURI, &logoURI,
 		&contact, &skip, &createdAt, &updatedAt)
 }
@@ -288,8 +294,11 @@ func randomSig() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// iter is one exchange's statements, in the order authd issues them: two
-// reads, then one transaction.
+// sealedSize is about the size of a sealed token response with an ES256
+// ID token (exchangecache.Seal of oauth's sealedResponse).
+const sealedSize = 900
+
+// iter is one exchange's statements, in authd's two round trips.
 func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 	i := w.r.codeNext.Add(1) - 1
 	if i >= int64(len(db.sigs)) {
@@ -297,44 +306,56 @@ func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 	}
 	sig := db.sigs[i]
 	return w.step("exchange-sql", func() error {
-		if err := readRequest(ctx, db.pool, sqlGetCode, sig); err != nil {
-			return fmt.Errorf("get code: %w", err)
-		}
-		if err := readRequest(ctx, db.pool, sqlGetPKCE, sig); err != nil {
-			return fmt.Errorf("get pkce: %w", err)
-		}
-		tx, err := db.pool.Begin(ctx)
+		conn, err := db.pool.Acquire(ctx)
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-		var one int
-		if err := tx.QueryRow(ctx, sqlInvalidateCode, sig).Scan(&one); err != nil {
-			return fmt.Errorf("invalidate code: %w", err)
+		defer conn.Release() // a connection left in a transaction is closed, not reused
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(sqlGetCode, sig)
+		b.Queue(sqlGetPKCE, sig)
+		br := conn.SendBatch(ctx, b)
+		_, err = br.Exec()
+		if err == nil {
+			err = scanRequest(br.QueryRow())
 		}
-		tag, err := tx.Exec(ctx, sqlDeletePKCE, sig)
+		if err == nil {
+			err = scanRequest(br.QueryRow())
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
-			return fmt.Errorf("delete pkce: %w", err)
-		}
-		if tag.RowsAffected() != 1 {
-			return errNoPKCERow
+			return fmt.Errorf("begin, get code and pkce: %w", err)
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
 		scopes := []string{"openid", "offline_access"}
 		access := randomSig()
 		reqID := "req-" + sig[:8]
-		if _, err := tx.Exec(ctx, sqlInsertAccess, access, reqID, benchClientID, "bench", now, now.Add(time.Hour),
-			scopes, scopes, []string{}, []string{}, db.form, db.session); err != nil {
-			return fmt.Errorf("insert access: %w", err)
+		sealed := make([]byte, sealedSize)
+		_, _ = rand.Read(sealed)
+		b = &pgx.Batch{}
+		b.Queue(sqlInvalidateCode, sig)
+		b.Queue(sqlDeletePKCE, sig)
+		b.Queue(sqlInsertAccess, access, reqID, benchClientID, "bench", now, now.Add(time.Hour),
+			scopes, scopes, []string{}, []string{}, db.form, db.session)
+		b.Queue(sqlInsertRefresh, randomSig(), reqID, benchClientID, "bench", now, now.Add(720*time.Hour),
+			scopes, scopes, []string{}, []string{}, db.form, db.session, access)
+		b.Queue(sqlPutReplay, "c:"+sig, reqID, benchClientID, "bench", randomSig(), sealed, now.Add(30*time.Second), false)
+		b.Queue("COMMIT")
+		br = conn.SendBatch(ctx, b)
+		for _, what := range []string{"invalidate code", "delete pkce", "insert access", "insert refresh", "put replay record", "commit"} {
+			tag, err := br.Exec()
+			if err == nil && what == "delete pkce" && tag.RowsAffected() != 1 {
+				err = errNoPKCERow
+			}
+			if err != nil {
+				_ = br.Close()
+				return fmt.Errorf("%s: %w", what, err)
+			}
 		}
-		if _, err := tx.Exec(ctx, sqlInsertRefresh, randomSig(), reqID, benchClientID, "bench", now, now.Add(720*time.Hour),
-			scopes, scopes, []string{}, []string{}, db.form, db.session, access); err != nil {
-			return fmt.Errorf("insert refresh: %w", err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		return nil
+		return br.Close()
 	})
 }
 
