@@ -622,7 +622,7 @@ func TestAdminUserMalformedRequests(t *testing.T) {
 		{"long username", adminReq{method: "POST", path: "/admin/users", body: `{"username":"` + strings.Repeat("u", 200) + `","password":"a good passphrase"}`}, 400, "invalid_username"},
 		{"no password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x"}`}, 400, "invalid_password"},
 		{"short password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"short"}`}, 400, "invalid_password"},
-		{"long password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"` + strings.Repeat("p", 73) + `"}`}, 400, "invalid_password"},
+		{"long password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"` + strings.Repeat("p", 257) + `"}`}, 400, "invalid_password"},
 		{"control character in password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"a good\u0007passphrase"}`}, 400, "invalid_password"},
 		{"bad email", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"a good passphrase","email":"not an address"}`}, 400, "invalid_profile"},
 		{"control character in name", adminReq{method: "PUT", path: "/admin/users/" + testUser, body: `{"name":"a\u0000b"}`}, 400, "invalid_profile"},
