@@ -707,7 +707,7 @@ func TestAdminUserAuditLog(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	a, err := oauth.NewAdmin(oauth.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
-		oauth.Deps{Store: memory.New(), Logger: logger})
+		oauth.Deps{Store: memory.New(), Logger: logger, Passwords: testPasswords})
 	if err != nil {
 		t.Fatal(err)
 	}

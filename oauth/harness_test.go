@@ -111,6 +111,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Cache:      o.cache,
 		DPoPReplay: o.dpopReplay,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Passwords:  testPasswords,
 	})
 	if err != nil {
 		t.Fatal(err)
