@@ -11,7 +11,12 @@
 // width mapping, case folding, NFC, and refusal of characters outside the
 // IdentifierClass such as zero-width joiners), so "Alice" and "alice" are
 // one account. Passwords are prepared with OpaqueString (RFC 8265 §4.2)
-// before bcrypt.
+// and hashed with argon2id (package password, OWASP's parameters); a
+// bcrypt hash from before still signs its user in, and is replaced by an
+// argon2id hash at that sign-in (a conditional write: a password changed
+// meanwhile stays). Hashing waits for one of a bounded number of slots
+// (password.Hasher), so a burst of sign-ins queues instead of taking every
+// core.
 //
 // Every operation that must end a person's access (a new password,
 // disabling, deleting) runs the user's write and storage's RevokeSubject in

@@ -12,8 +12,11 @@ import (
 const (
 	MaxUsernameLen = 128
 	MinPasswordLen = 8
-	// MaxPasswordLen is bcrypt's limit: it ignores bytes past 72.
-	MaxPasswordLen = 72
+	// MaxPasswordLen bounds new passwords. argon2id has no limit of its
+	// own; this one keeps a request from hashing megabytes. (Passwords of
+	// users whose hash is still bcrypt, from before, are at most 72 bytes:
+	// a longer one never matches such a hash.)
+	MaxPasswordLen = 256
 	maxProfileLen  = 256
 )
 
@@ -47,7 +50,7 @@ func PreparePassword(s string) (string, error) {
 		return "", fmt.Errorf("%w: at least %d bytes", ErrInvalidPassword, MinPasswordLen)
 	}
 	if len(p) > MaxPasswordLen {
-		return "", fmt.Errorf("%w: at most %d bytes (bcrypt's limit)", ErrInvalidPassword, MaxPasswordLen)
+		return "", fmt.Errorf("%w: at most %d bytes", ErrInvalidPassword, MaxPasswordLen)
 	}
 	return p, nil
 }

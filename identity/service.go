@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	fositestorage "github.com/ory/fosite/storage"
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/text/secure/precis"
 
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 )
 
@@ -29,8 +30,15 @@ type Options struct {
 	// SessionIdleTTL ends a session unused for that long (default 2h,
 	// never more than SessionTTL).
 	SessionIdleTTL time.Duration
-	// BcryptCost is the password hashing cost (default bcrypt.DefaultCost).
-	BcryptCost int
+	// Passwords hashes new passwords (argon2id) and verifies stored ones
+	// (argon2id or bcrypt), holding one of its slots for each (default
+	// password.Default(), shared by the process; tests pass one with cheap
+	// parameters).
+	Passwords *password.Hasher
+	// Logger receives the warning when a sign-in's rehash cannot be
+	// stored (default slog.Default()). It never receives a password or a
+	// hash.
+	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -46,7 +54,7 @@ const (
 type Service struct {
 	store Store
 	opts  Options
-	dummy []byte // bcrypt hash compared when the user is unknown
+	decoy []byte // verified when the user is unknown (password.Hasher.Decoy)
 }
 
 // New returns a Service on store.
@@ -60,14 +68,16 @@ func New(store Store, opts Options) *Service {
 	if opts.SessionIdleTTL > opts.SessionTTL {
 		opts.SessionIdleTTL = opts.SessionTTL
 	}
-	if opts.BcryptCost == 0 {
-		opts.BcryptCost = bcrypt.DefaultCost
+	if opts.Passwords == nil {
+		opts.Passwords = password.Default()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	dummy, _ := bcrypt.GenerateFromPassword([]byte("authd-timing-equaliser"), opts.BcryptCost)
-	return &Service{store: store, opts: opts, dummy: dummy}
+	return &Service{store: store, opts: opts, decoy: opts.Passwords.Decoy()}
 }
 
 // User is a user as the Service shows it: never the password hash.
@@ -103,7 +113,7 @@ func (s *Service) Add(ctx context.Context, in NewUser) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	hash, err := s.hash(in.Password)
+	hash, err := s.hash(ctx, in.Password)
 	if err != nil {
 		return User{}, err
 	}
@@ -122,12 +132,14 @@ func (s *Service) Add(ctx context.Context, in NewUser) (User, error) {
 	return view(u), nil
 }
 
-func (s *Service) hash(password string) ([]byte, error) {
+// hash prepares password and hashes it (argon2id); it waits for a hashing
+// slot, so its error may be ctx's.
+func (s *Service) hash(ctx context.Context, password string) ([]byte, error) {
 	p, err := PreparePassword(password)
 	if err != nil {
 		return nil, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(p), s.opts.BcryptCost)
+	hash, err := s.opts.Passwords.Hash(ctx, []byte(p))
 	if err != nil {
 		return nil, fmt.Errorf("identity: hash password: %w", err)
 	}
@@ -273,7 +285,7 @@ func (s *Service) endAccess(ctx context.Context, op, username string, write func
 // user's sessions and revokes their codes and tokens. Errors:
 // ErrInvalidPassword, ErrUserNotFound.
 func (s *Service) SetPassword(ctx context.Context, username, password string) (User, error) {
-	hash, err := s.hash(password)
+	hash, err := s.hash(ctx, password)
 	if err != nil {
 		return User{}, err
 	}
@@ -314,22 +326,58 @@ func (s *Service) Delete(ctx context.Context, username string) (User, error) {
 }
 
 // Authenticate checks a sign-in. Unknown user, wrong password and disabled
-// user all return ErrInvalidCredentials, after the same bcrypt work.
-func (s *Service) Authenticate(ctx context.Context, username, password string) (User, error) {
-	hash := s.dummy
+// user all return ErrInvalidCredentials, after the same hashing work (an
+// unknown user's password is verified against the Hasher's decoy). The
+// stored hash may be argon2id or bcrypt; after a successful sign-in with a
+// hash that password.Hasher.NeedsRehash (bcrypt, or other argon2id
+// parameters), the password is rehashed and stored only if the stored hash
+// is still the one verified (storage's UpgradePasswordHash): a password
+// changed meanwhile stays. A failed upgrade is logged and the sign-in still
+// succeeds. Other errors: the store's (storage.ErrUnavailable), or ctx's if
+// it ends while the check waits for a hashing slot.
+func (s *Service) Authenticate(ctx context.Context, username, pass string) (User, error) {
+	hash := s.decoy
 	u, lookupErr := s.lookup(ctx, username)
 	if lookupErr == nil {
 		hash = u.PasswordHash
 	} else if !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
 		return User{}, lookupErr
 	}
-	p, perr := precis.OpaqueString.String(password)
+	p, perr := precis.OpaqueString.String(pass)
 	if perr != nil {
-		p = password // still do the bcrypt work; the result is refused below
+		p = pass // still do the hashing work; the result is refused below
 	}
-	ok := bcrypt.CompareHashAndPassword(hash, []byte(p)) == nil
-	if lookupErr != nil || perr != nil || !ok || u.Disabled {
+	verr := s.opts.Passwords.Verify(ctx, hash, []byte(p))
+	switch {
+	case errors.Is(verr, context.Canceled), errors.Is(verr, context.DeadlineExceeded):
+		return User{}, fmt.Errorf("identity: authenticate: %w", verr) // gave up waiting for a slot
+	case lookupErr == nil && errors.Is(verr, password.ErrMalformed):
+		s.opts.Logger.WarnContext(ctx, "stored password hash is not usable; the user cannot sign in until a new password is set",
+			"sub", u.Subject, "error", verr)
+	}
+	if lookupErr != nil || perr != nil || verr != nil || u.Disabled {
 		return User{}, ErrInvalidCredentials
 	}
+	if s.opts.Passwords.NeedsRehash(hash) {
+		s.upgrade(ctx, u, []byte(p))
+	}
 	return view(u), nil
+}
+
+// upgrade stores a new hash of the (verified, prepared) password p in place
+// of u.PasswordHash, if that is still the stored one. Failures are logged
+// without the hash; the sign-in they follow stands.
+func (s *Service) upgrade(ctx context.Context, u *storage.User, p []byte) {
+	newHash, err := s.opts.Passwords.Hash(ctx, p)
+	if err == nil {
+		var ok bool
+		ok, err = s.store.UpgradePasswordHash(ctx, u.Subject, u.PasswordHash, newHash)
+		if err == nil && ok {
+			u.PasswordHash = newHash
+		}
+	}
+	if err != nil {
+		s.opts.Logger.WarnContext(ctx, "password hash not upgraded after sign-in; retried at the next one",
+			"sub", u.Subject, "error", err)
+	}
 }

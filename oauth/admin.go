@@ -82,7 +82,8 @@ func NewAdmin(cfg Config, deps Deps) (*Admin, error) {
 	if deps.Store == nil {
 		return nil, errors.New("oauth: Deps.Store is required")
 	}
-	people := identity.New(deps.Store, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now})
+	people := identity.New(deps.Store, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
+		Passwords: deps.Passwords, Logger: deps.Logger})
 	return newAdmin(cfg, deps, people)
 }
 

@@ -622,7 +622,7 @@ func TestAdminUserMalformedRequests(t *testing.T) {
 		{"long username", adminReq{method: "POST", path: "/admin/users", body: `{"username":"` + strings.Repeat("u", 200) + `","password":"a good passphrase"}`}, 400, "invalid_username"},
 		{"no password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x"}`}, 400, "invalid_password"},
 		{"short password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"short"}`}, 400, "invalid_password"},
-		{"long password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"` + strings.Repeat("p", 73) + `"}`}, 400, "invalid_password"},
+		{"long password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"` + strings.Repeat("p", 257) + `"}`}, 400, "invalid_password"},
 		{"control character in password", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"a good\u0007passphrase"}`}, 400, "invalid_password"},
 		{"bad email", adminReq{method: "POST", path: "/admin/users", body: `{"username":"x","password":"a good passphrase","email":"not an address"}`}, 400, "invalid_profile"},
 		{"control character in name", adminReq{method: "PUT", path: "/admin/users/" + testUser, body: `{"name":"a\u0000b"}`}, 400, "invalid_profile"},
@@ -707,7 +707,7 @@ func TestAdminUserAuditLog(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	a, err := oauth.NewAdmin(oauth.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
-		oauth.Deps{Store: memory.New(), Logger: logger})
+		oauth.Deps{Store: memory.New(), Logger: logger, Passwords: testPasswords})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,8 +241,10 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 		return
 	}
 	u, err := s.people.Authenticate(ctx, username, post.Get("password"))
-	if errors.Is(err, storage.ErrUnavailable) {
-		// Not a wrong password, and not charged to the back-off.
+	if errors.Is(err, storage.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Not a wrong password, and not charged to the back-off: the
+		// database, or the request ended while it queued for a hashing
+		// slot (password.Hasher).
 		s.renderUnavailable(w)
 		return
 	}

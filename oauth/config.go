@@ -10,6 +10,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 )
 
@@ -48,6 +49,13 @@ type Config struct {
 	// identity); the cookie holds only a random reference.
 	SessionTTL     time.Duration
 	SessionIdleTTL time.Duration
+	// PasswordHashConcurrency is how many password hashes and
+	// verifications compute at once; more sign-ins queue (and leave the
+	// queue when their client goes away). Default
+	// password.DefaultConcurrency(): half the cores, at least 1, so a burst
+	// of sign-ins cannot take the CPU from the token endpoint. Ignored when
+	// Deps.Passwords is set.
+	PasswordHashConcurrency int
 	// SilentSSO decides when an existing session plus a remembered consent
 	// (or skip_consent) gives a code with no interaction (RFC 8252 §8.6):
 	// "assured" (the default) only where the client's identity is assured,
@@ -126,6 +134,11 @@ type Deps struct {
 	// open when it cannot answer); nil is an in-memory store, right for one
 	// process only.
 	DPoPReplay dpop.ReplayStore
+	// Passwords hashes and verifies user passwords (package password:
+	// argon2id, bcrypt accepted) with a bound on concurrent hashing; nil
+	// is a Hasher with the default parameters and
+	// Config.PasswordHashConcurrency slots. Tests pass cheap parameters.
+	Passwords *password.Hasher
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
 	// answer sent. It exists for crash tests (cmd/authd built with the
@@ -207,6 +220,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTTL < time.Minute || c.SessionIdleTTL < time.Minute {
 		return fmt.Errorf("session TTL: the session lifetimes must be at least 1m, got %s and idle %s", c.SessionTTL, c.SessionIdleTTL)
+	}
+	if c.PasswordHashConcurrency < 0 {
+		return fmt.Errorf("password hash concurrency: must be 0 (the default) or more, got %d", c.PasswordHashConcurrency)
 	}
 	if c.SessionIdleTTL > c.SessionTTL {
 		return fmt.Errorf("session idle TTL: %s is longer than the session TTL %s", c.SessionIdleTTL, c.SessionTTL)

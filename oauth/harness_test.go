@@ -23,6 +23,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
@@ -49,6 +50,12 @@ type harness struct {
 	store storage.Store
 	pool  *pgxpool.Pool // nil for the memory backend
 }
+
+// testPasswords is the harness's password hasher: argon2id with cheap
+// parameters (64 KiB, one pass), so that sign-ins cost microseconds; the
+// users the harness seeds have bcrypt hashes, as before argon2id, and are
+// upgraded at their first sign-in.
+var testPasswords = password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})
 
 type harnessOpts struct {
 	backend string // "memory" or "postgres"
@@ -104,6 +111,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Cache:      o.cache,
 		DPoPReplay: o.dpopReplay,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Passwords:  testPasswords,
 	})
 	if err != nil {
 		t.Fatal(err)

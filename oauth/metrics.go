@@ -3,6 +3,8 @@ package oauth
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/authd/authd/password"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own
@@ -46,4 +48,23 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests, m.dpopReplayFailOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchPasswords exports the password hasher's slots: how many sign-ins
+// (and new passwords) are hashing, and how many wait for a slot.
+func (m *metrics) watchPasswords(h *password.Hasher) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authd_password_hashes_in_flight",
+			Help: "Password hashes and verifications computing now (at most the hasher's concurrency).",
+		}, func() float64 { return float64(h.InFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authd_password_hashes_waiting",
+			Help: "Password hashes and verifications queued for a slot (a burst of sign-ins).",
+		}, func() float64 { return float64(h.Waiting()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authd_password_hash_concurrency",
+			Help: "Password hashes and verifications that may compute at once.",
+		}, func() float64 { return float64(h.Concurrency()) }),
+	)
 }

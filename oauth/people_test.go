@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
 	"github.com/authd/authd/identity"
@@ -20,7 +19,7 @@ import (
 // people returns an identity service on the harness's store (what the
 // "authd users" commands use).
 func (h *harness) people() *identity.Service {
-	return identity.New(h.store, identity.Options{BcryptCost: bcrypt.MinCost})
+	return identity.New(h.store, identity.Options{Passwords: testPasswords})
 }
 
 // introspectSub asks, as admin, about token: active, and its sub.

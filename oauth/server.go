@@ -14,6 +14,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
@@ -102,8 +103,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.metrics.replay.WithLabelValues("fail_open").Inc()
 		s.log.Warn("replay cache entry of a revoked grant not dropped; it expires with the replay window", "error", err)
 	}}
+	if deps.Passwords == nil {
+		deps.Passwords = password.New(password.Options{Concurrency: cfg.PasswordHashConcurrency})
+	}
+	s.metrics.watchPasswords(deps.Passwords)
 	s.people = identity.New(revoking, identity.Options{
 		SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL, Now: deps.Now,
+		Passwords: deps.Passwords, Logger: deps.Logger,
 	})
 	s.revoker = revoking
 	keys, err := signing.New(deps.Store, signing.Config{

@@ -17,8 +17,9 @@ type User struct {
 	// PRECIS UsernameCaseMapped (RFC 8265 §3.3) by the identity package;
 	// the store compares it byte for byte. It can change (RenameUser).
 	Username string
-	// PasswordHash is a bcrypt hash (golang.org/x/crypto/bcrypt) of the
-	// password prepared with PRECIS OpaqueString (RFC 8265 §4.2).
+	// PasswordHash is a hash (package password: an argon2id PHC string,
+	// or a bcrypt hash from before) of the password prepared with PRECIS
+	// OpaqueString (RFC 8265 §4.2).
 	PasswordHash []byte
 	// Email, EmailVerified and Name are profile fields for claims.
 	Email         string
@@ -68,6 +69,12 @@ type UserStore interface {
 	RenameUser(ctx context.Context, subject, username string) error
 	// SetUserPassword replaces the password hash, or returns ErrNotFound.
 	SetUserPassword(ctx context.Context, subject string, hash []byte) error
+	// UpgradePasswordHash replaces the password hash with newHash only if
+	// it is still exactly oldHash (a rehash of the same password after a
+	// sign-in: a password set meanwhile is never overwritten). It reports
+	// whether it replaced it; an unknown subject is (false, nil). It
+	// leaves UpdatedAt alone: the password has not changed.
+	UpgradePasswordHash(ctx context.Context, subject string, oldHash, newHash []byte) (bool, error)
 	// SetUserDisabled sets or clears Disabled, or returns ErrNotFound.
 	SetUserDisabled(ctx context.Context, subject string, disabled bool) error
 	// DeleteUser deletes the user, its sessions and its consents, or

@@ -16,6 +16,7 @@ import (
 
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres/pgtest"
@@ -34,7 +35,8 @@ func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 	store := memory.New()
 	srv := httptest.NewUnstartedServer(nil)
 	app, err := oauth.New(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
-		oauth.Deps{Store: store, Cache: exchangecache.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		oauth.Deps{Store: store, Cache: exchangecache.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Passwords: password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})})
 	if err != nil {
 		t.Fatal(err)
 	}

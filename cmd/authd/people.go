@@ -15,12 +15,16 @@ type peopleConfig struct {
 	SessionIdleTTL    time.Duration
 	SilentSSO         string
 	ScopeDescriptions string // JSON object: scope → words
+	// PasswordHashConcurrency bounds concurrent password hashing (0: half
+	// the cores, at least 1).
+	PasswordHashConcurrency int
 }
 
 func (p *peopleConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SessionTTL, "session-ttl", identity.DefaultSessionTTL, "absolute lifetime of a browser sign-in session (AUTHD_SESSION_TTL)")
 	fs.DurationVar(&p.SessionIdleTTL, "session-idle-ttl", identity.DefaultSessionIdleTTL, "a browser session unused for this long ends (AUTHD_SESSION_IDLE_TTL)")
 	fs.StringVar(&p.SilentSSO, "silent-sso", oauth.SilentSSOAssured, `"assured": an existing session gives a code without a click only to a confidential client or an https redirect (RFC 8252 §8.6); "never": always ask with one tap (AUTHD_SILENT_SSO)`)
+	fs.IntVar(&p.PasswordHashConcurrency, "password-hash-concurrency", 0, "password hashes (argon2id, 19 MiB each) computed at once; more sign-ins queue; 0 is half the cores, at least 1 (AUTHD_PASSWORD_HASH_CONCURRENCY)")
 	fs.StringVar(&p.ScopeDescriptions, "scope-descriptions", "", `consent page words for your scopes, a JSON object such as {"orders.read":"See your orders"} (AUTHD_SCOPE_DESCRIPTIONS)`)
 }
 
@@ -34,6 +38,9 @@ func (p *peopleConfig) validate() error {
 	}
 	if p.SilentSSO != oauth.SilentSSOAssured && p.SilentSSO != oauth.SilentSSONever {
 		return usagef("AUTHD_SILENT_SSO: %q is not %q or %q", p.SilentSSO, oauth.SilentSSOAssured, oauth.SilentSSONever)
+	}
+	if p.PasswordHashConcurrency < 0 {
+		return usagef("AUTHD_PASSWORD_HASH_CONCURRENCY: must be 0 (half the cores) or more, got %d", p.PasswordHashConcurrency)
 	}
 	if _, err := p.scopeWords(); err != nil {
 		return usagef("AUTHD_SCOPE_DESCRIPTIONS: not a JSON object of strings: %v", err)
@@ -53,5 +60,6 @@ func (p *peopleConfig) scopeWords() (map[string]string, error) {
 // apply copies the settings into the server's configuration.
 func (p *peopleConfig) apply(oc *oauth.Config) {
 	oc.SessionTTL, oc.SessionIdleTTL, oc.SilentSSO = p.SessionTTL, p.SessionIdleTTL, p.SilentSSO
+	oc.PasswordHashConcurrency = p.PasswordHashConcurrency
 	oc.ScopeDescriptions, _ = p.scopeWords()
 }

@@ -12,10 +12,10 @@ import (
 	"net/url"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 )
 
@@ -224,7 +224,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	verifier := oauth2.GenerateVerifier()
 	c.demoVerifier = verifier
 	return serve(ctx, c, log, func(srv *oauth.Server, store storage.Store, issuer string) error {
-		hash, err := bcrypt.GenerateFromPassword([]byte(demoPassword), bcrypt.DefaultCost)
+		hash, err := password.Default().Hash(ctx, []byte(demoPassword))
 		if err != nil {
 			return err
 		}

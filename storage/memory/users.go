@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -149,6 +150,24 @@ func (s *Store) SetUserPassword(ctx context.Context, subject string, hash []byte
 		u.PasswordHash = slices.Clone(hash)
 		return nil
 	})
+}
+
+// UpgradePasswordHash replaces the hash if it is still oldHash, in one
+// critical section; UpdatedAt stays.
+func (s *Store) UpgradePasswordHash(ctx context.Context, subject string, oldHash, newHash []byte) (bool, error) {
+	var ok bool
+	s.tx(func() {
+		old, found := s.users[subject]
+		if !found || !bytes.Equal(old.PasswordHash, oldHash) {
+			return
+		}
+		u := *cloneUser(old)
+		u.PasswordHash = slices.Clone(newHash)
+		s.users[subject] = u
+		s.record(ctx, func() { s.users[subject] = old })
+		ok = true
+	})
+	return ok, nil
 }
 
 // SetUserDisabled sets or clears Disabled, or returns storage.ErrNotFound.

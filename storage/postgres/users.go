@@ -112,6 +112,17 @@ func (s *Store) SetUserPassword(ctx context.Context, subject string, hash []byte
 	return s.updateUser(ctx, "set user password", `password_hash = $2`, subject, hash)
 }
 
+// UpgradePasswordHash replaces the hash if it is still oldHash, with one
+// conditional UPDATE; updated_at stays.
+func (s *Store) UpgradePasswordHash(ctx context.Context, subject string, oldHash, newHash []byte) (bool, error) {
+	tag, err := s.q(ctx).Exec(ctx, `UPDATE users SET password_hash = $3
+		WHERE subject = $1 AND password_hash = $2`, subject, oldHash, newHash)
+	if err != nil {
+		return false, translate("upgrade password hash", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // SetUserDisabled sets or clears disabled, or returns storage.ErrNotFound.
 func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bool) error {
 	return s.updateUser(ctx, "set user disabled", `disabled = $2`, subject, disabled)

@@ -15,6 +15,7 @@ import (
 // peopleCases are the user, session and consent cases of the suite.
 var peopleCases = []testCase{
 	{"Users", testUsers},
+	{"UpgradePasswordHashIsConditional", testUpgradePasswordHash},
 	{"UserRenameKeepsSubject", testUserRename},
 	{"UserList", testUserList},
 	{"UserDeleteCascades", testUserDelete},
@@ -82,6 +83,42 @@ func testUsers(t *testing.T, s storage.Store) {
 		wantErr(t, name+" missing", err, storage.ErrNotFound)
 	}
 	noErr(t, "RevokeSubject of nobody", s.RevokeSubject(ctx, "nobody"))
+}
+
+// testUpgradePasswordHash: the rehash after a sign-in replaces exactly the
+// hash it read, so a password set in between is never overwritten.
+func testUpgradePasswordHash(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	u := &storage.User{Username: "alice", PasswordHash: []byte("$2a$old"), CreatedAt: time.Now().Add(-time.Hour)}
+	noErr(t, "CreateUser", s.CreateUser(ctx, u))
+	ok, err := s.UpgradePasswordHash(ctx, u.Subject, []byte("$2a$old"), []byte("$argon2id$new"))
+	noErr(t, "UpgradePasswordHash", err)
+	if !ok {
+		t.Fatal("UpgradePasswordHash of the current hash = false")
+	}
+	got, _ := s.GetUserBySubject(ctx, u.Subject)
+	if string(got.PasswordHash) != "$argon2id$new" || !got.UpdatedAt.Equal(u.UpdatedAt) {
+		t.Errorf("after upgrade: hash %q, updated %v (want %v, unchanged)", got.PasswordHash, got.UpdatedAt, u.UpdatedAt)
+	}
+	// A second upgrade from the old hash (a concurrent sign-in) loses.
+	ok, err = s.UpgradePasswordHash(ctx, u.Subject, []byte("$2a$old"), []byte("$argon2id$other"))
+	if err != nil || ok {
+		t.Errorf("UpgradePasswordHash from a stale hash = %v, %v; want false, nil", ok, err)
+	}
+	// A password set between the read and the upgrade stays.
+	noErr(t, "SetUserPassword", s.SetUserPassword(ctx, u.Subject, []byte("$argon2id$set-by-admin")))
+	ok, err = s.UpgradePasswordHash(ctx, u.Subject, []byte("$argon2id$new"), []byte("$argon2id$rehash"))
+	if err != nil || ok {
+		t.Errorf("UpgradePasswordHash after SetUserPassword = %v, %v; want false, nil", ok, err)
+	}
+	got, _ = s.GetUserBySubject(ctx, u.Subject)
+	if string(got.PasswordHash) != "$argon2id$set-by-admin" {
+		t.Errorf("hash = %q, want the one SetUserPassword set", got.PasswordHash)
+	}
+	ok, err = s.UpgradePasswordHash(ctx, "nobody", []byte("x"), []byte("y"))
+	if err != nil || ok {
+		t.Errorf("UpgradePasswordHash of nobody = %v, %v; want false, nil", ok, err)
+	}
 }
 
 func testUserRename(t *testing.T, s storage.Store) {
