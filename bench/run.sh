@@ -7,7 +7,12 @@
 # two reference ceilings (a fixed-JSON HTTP handler, and the exchange's SQL
 # driven from Go), records authd's peak RSS per run, and writes the Markdown
 # table to bench/results/<date>.md (raw JSON next to it). Everything it
-# creates is removed at the end; all traffic goes to 127.0.0.1.
+# creates is removed at the end; all traffic goes to 127.0.0.1, on ports
+# free when the script starts; every run first checks (authbench
+# -server-pid) that the process answering is the one this script started.
+# Per iteration, the table also has authd's CPU time and the SQL statements,
+# Redis commands and round trips it sent (its /metrics counters, read when
+# each timed phase starts and ends).
 #
 # Settings (environment):
 #   BENCH_DURATION     per run (default 20s)
@@ -33,8 +38,6 @@ PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PG_PARAMS=${BENCH_PG_PARAMS:-sslmode=disable}
 REDIS_DB=${BENCH_REDIS_DB:-9}
 LOG_LEVEL=${BENCH_LOG_LEVEL:-info}
-ADDR=127.0.0.1:18080
-CEIL_ADDR=127.0.0.1:18081
 
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 db="authbench_$(date -u +%Y%m%d%H%M%S)_$$"
@@ -61,6 +64,15 @@ log "building authd and authbench"
 go build -o "$work/authd" ./cmd/authd
 go build -o "$work/authbench" ./cmd/authbench
 
+# Ports free now (authd, its operations listener, the HTTP ceiling): never
+# someone else's server. Should another process take one before it is bound,
+# the server checks below (and in every run) say so.
+mapfile -t ports < <("$work/authbench" free-port -n 3)
+ADDR=127.0.0.1:${ports[0]}
+OPS_ADDR=127.0.0.1:${ports[1]}
+CEIL_ADDR=127.0.0.1:${ports[2]}
+METRICS_URL=http://$OPS_ADDR/metrics
+
 log "fresh database $db, Redis database $REDIS_DB"
 psql "$PG/postgres?sslmode=disable" -qc "CREATE DATABASE $db"
 export AUTHD_DATABASE_URL="$PG/$db?$PG_PARAMS"
@@ -75,7 +87,6 @@ export AUTHD_REPLAY_WINDOW=5m
 export AUTHD_CODE_TTL=5m
 export AUTHD_TOKEN_RATE_LIMIT=${BENCH_TOKEN_RATE_LIMIT:-0}
 # /readyz, /metrics and pprof are on the operations listener.
-OPS_ADDR=127.0.0.1:19090
 export AUTHD_OPS_ADDR=$OPS_ADDR
 PPROF_ADDR=$OPS_ADDR
 [ "${BENCH_PROFILE:-0}" = 1 ] && export AUTHD_PPROF=on
@@ -104,15 +115,22 @@ log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log lev
 "$work/authd" serve 2>"$work/authd.log" &
 authd_pid=$!
 for _ in $(seq 1 100); do
+	kill -0 "$authd_pid" 2>/dev/null || { cat "$work/authd.log" >&2; echo "authd serve exited" >&2; exit 1; }
 	curl -fsS "http://$OPS_ADDR/readyz" >/dev/null 2>&1 && break
 	sleep 0.1
 done
 curl -fsS "http://$OPS_ADDR/readyz" >/dev/null || { cat "$work/authd.log" >&2; exit 1; }
+"$work/authbench" check-server -q -pid "$authd_pid" "http://$ADDR" "$METRICS_URL" || { cat "$work/authd.log" >&2; exit 1; }
 
 log "starting the HTTP ceiling server on $CEIL_ADDR"
 "$work/authbench" ceiling-http -serve-only -listen "$CEIL_ADDR" >/dev/null &
 ceil_pid=$!
-sleep 0.3
+for _ in $(seq 1 50); do
+	"$work/authbench" check-server -q -pid "$ceil_pid" "$CEIL_ADDR" 2>/dev/null && break
+	kill -0 "$ceil_pid" 2>/dev/null || break
+	sleep 0.1
+done
+"$work/authbench" check-server -q -pid "$ceil_pid" "$CEIL_ADDR"
 
 # wait_idle gives other work on the machine a moment to finish: every run
 # shares the same cores. The load average is recorded in each result.
@@ -128,6 +146,8 @@ wait_idle() {
 bench() { # name c args...
 	local name=$1 c=$2 prof=""
 	shift 2
+	# Every authd run reads authd's statement and command counters.
+	if [ "$name" != ceiling-http ]; then set -- "$@" -metrics-url "$METRICS_URL"; fi
 	wait_idle
 	log "$name c=$c ($DURATION, load average $(cut -d' ' -f1 /proc/loadavg))"
 	if [ "${BENCH_PROFILE:-0}" = 1 ] && [ "$name" != ceiling-http ]; then

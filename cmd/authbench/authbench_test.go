@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -32,6 +33,12 @@ const (
 // client_credentials client, and returns its URL and the client ids.
 func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 	t.Helper()
+	return newTargetWith(t, nil)
+}
+
+// newTargetWith is newTarget with wrap (if not nil) around authd's handler.
+func newTargetWith(t *testing.T, wrap func(http.Handler) http.Handler) (url, public, service, serviceSecret string) {
+	t.Helper()
 	store := memory.New()
 	srv := httptest.NewUnstartedServer(nil)
 	app, err := oauth.New(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
@@ -41,6 +48,9 @@ func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 		t.Fatal(err)
 	}
 	srv.Config.Handler = app
+	if wrap != nil {
+		srv.Config.Handler = wrap(app)
+	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	ctx := t.Context()
@@ -144,7 +154,7 @@ func TestModes(t *testing.T) {
 	if err := run(t.Context(), append([]string{"report"}, files...), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| sso | 4 |", "| ceiling-http | 4 |", "100%", "÷ HTTP ceiling"} {
+	for _, want := range []string{"| sso | 4 |", "| ceiling-http | 4 |", "100%", "÷ HTTP ceiling", "SQL stmts/iter", "Redis round trips/iter", "server CPU µs/iter"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -158,6 +168,11 @@ func TestCeilingDB(t *testing.T) {
 	res := runJSON(t, "ceiling-db", "-database-url", dsn, "-c", "4", "-n", "30")
 	if res.Failed != 0 || res.Iterations != 30 || res.Steps[0].OK != 30 {
 		t.Fatalf("ceiling-db: %+v", res)
+	}
+	// One exchange's statements; round trips add the first preparation of
+	// each statement on each connection.
+	if res.DBStatements == nil || *res.DBStatements != 8 || res.DBRoundTrips == nil || *res.DBRoundTrips < 8 {
+		t.Errorf("ceiling-db per iteration: %s statements, %s round trips; want 8 and at least 8", perIter(res.DBStatements), perIter(res.DBRoundTrips))
 	}
 	schema := strings.TrimSuffix(strings.TrimPrefix(res.Target, "postgresql (scratch schema "), ")")
 	pool := pgtest.New(t)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/authd/authd/ops"
 	"github.com/authd/authd/storage/postgres"
 )
 
@@ -206,6 +207,10 @@ func cmdCeilingDB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	cfg.MaxConns = int32(maxConns)
 	cfg.MinConns = int32(maxConns)
+	// The same counting as authd serve's (ops.DBCounter): the table shows
+	// both sides' statements and round trips per iteration.
+	count := ops.NewDBCounter()
+	cfg.ConnConfig.Tracer = count
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -219,7 +224,12 @@ func cmdCeilingDB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	m := mode{steps: []string{"exchange-sql"}, iter: db.iter}
-	res, err := runLoadWith(ctx, &o, m, stderr, func(r *runner) { r.db = db })
+	res, err := runLoadWith(ctx, &o, m, stderr, func(r *runner) {
+		r.db = db
+		r.sample = func(context.Context) (counterSample, error) {
+			return counterSample{"authd_db_statements_total": float64(count.Statements()), "authd_db_round_trips_total": float64(count.RoundTrips())}, nil
+		}
+	})
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ type options struct {
 	JSON        bool
 	Quiet       bool
 	ServerPID   int
+	MetricsURL  string
 	Label       string
 	AllowRemote bool
 
@@ -62,7 +63,8 @@ func (o *options) loadFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.BoolVar(&o.JSON, "json", false, "write the result as JSON to stdout (the table goes to stderr)")
 	fs.BoolVar(&o.Quiet, "q", false, "no progress line")
-	fs.IntVar(&o.ServerPID, "server-pid", 0, "PID of the server on this machine: report its peak RSS (VmHWM, reset at the start) and CPU use")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "PID of the server on this machine: check that it is the one listening on -target (and -metrics-url), report its peak RSS (VmHWM, reset at the start) and CPU use")
+	fs.StringVar(&o.MetricsURL, "metrics-url", "", "authd's /metrics on its operations listener (e.g. http://127.0.0.1:9090/metrics): report SQL statements, Redis commands and round trips per iteration of the timed phase")
 	fs.StringVar(&o.Label, "label", "", "free-form label stored in the JSON result")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a -target that is not a loopback address (never point load at a server you do not own)")
 }
@@ -89,6 +91,9 @@ func (o *options) validate() error {
 		return usagef("-target: %q is not a loopback address; load tests run against this machine (use -allow-remote to override)", o.Target)
 	}
 	o.Target = strings.TrimRight(o.Target, "/")
+	if err := o.validateMetricsURL(); err != nil {
+		return err
+	}
 	if o.Concurrency < 1 || o.Concurrency > 4096 {
 		return usagef("-c: must be 1..4096")
 	}
@@ -138,6 +143,9 @@ type runner struct {
 	workers   []*worker
 	db        *dbCeiling  // ceiling-db only
 	dpop      *dpopClient // with -dpop
+	// sample reads the server's backend counters (-metrics-url, or
+	// ceiling-db's own pool); nil: none.
+	sample func(context.Context) (counterSample, error)
 
 	done     atomic.Int64 // iterations completed (ok or not)
 	errs     atomic.Int64 // iterations that failed
@@ -216,6 +224,18 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if r.sample == nil && o.MetricsURL != "" {
+		r.sample = func(ctx context.Context) (counterSample, error) { return scrapeCounters(ctx, r.client, o.MetricsURL) }
+	}
+	// The counters are read when the timed phase starts and when it ends:
+	// the preparation's statements are not the iterations'.
+	var before counterSample
+	if r.sample != nil {
+		var err error
+		if before, err = r.sample(ctx); err != nil {
+			return nil, fmt.Errorf("backend counters: %w", err)
+		}
+	}
 
 	srv := startServerStats(o.ServerPID)
 	loadStart := loadAvg()
@@ -246,6 +266,11 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	var after counterSample
+	var sampleErr error
+	if r.sample != nil {
+		after, sampleErr = r.sample(context.WithoutCancel(ctx))
+	}
 	close(finished)
 	stopProgress()
 	selfCPU := cpuTime() - self
@@ -271,6 +296,10 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	}
 	res.Rate = float64(res.Iterations-res.Failed) / elapsed.Seconds()
 	srv.finish(res, elapsed)
+	if sampleErr != nil {
+		fmt.Fprintf(stderr, "authbench: backend counters at the end: %v\n", sampleErr)
+	}
+	perIteration(res, before, after)
 
 	merged := newRecorder()
 	for _, w := range workers {
@@ -492,6 +521,15 @@ type result struct {
 	LoadStart   float64        `json:"loadavg_start"`
 	LoadEnd     float64        `json:"loadavg_end"`
 	Note        string         `json:"note,omitempty"`
+
+	// ServerCPUus is the server's CPU time per iteration, in microseconds.
+	ServerCPUus float64 `json:"server_cpu_us_per_iter,omitempty"`
+	// Per iteration of the timed phase, from the server's counters
+	// (-metrics-url; ceiling-db counts its own): absent when unknown.
+	DBStatements    *float64 `json:"db_statements_per_iter,omitempty"`
+	DBRoundTrips    *float64 `json:"db_round_trips_per_iter,omitempty"`
+	RedisCommands   *float64 `json:"redis_commands_per_iter,omitempty"`
+	RedisRoundTrips *float64 `json:"redis_round_trips_per_iter,omitempty"`
 }
 
 // stepResult is one row of the table; latencies in milliseconds.
@@ -551,12 +589,16 @@ func writeTable(w io.Writer, res *result) {
 	}
 	fmt.Fprintf(w, "load average %.1f → %.1f; authbench CPU %.2f cores", res.LoadStart, res.LoadEnd, res.BenchCPU)
 	if res.ServerCPU > 0 {
-		fmt.Fprintf(w, "; server CPU %.2f cores", res.ServerCPU)
+		fmt.Fprintf(w, "; server CPU %.2f cores (%.0f µs per iteration)", res.ServerCPU, res.ServerCPUus)
 	}
 	if res.ServerHWMkB > 0 {
 		fmt.Fprintf(w, "; server peak RSS %.1f MiB", float64(res.ServerHWMkB)/1024)
 	}
 	fmt.Fprintln(w)
+	if res.DBStatements != nil || res.RedisCommands != nil {
+		fmt.Fprintf(w, "per iteration: PostgreSQL %s statements in %s round trips; Redis %s commands in %s round trips\n",
+			perIter(res.DBStatements), perIter(res.DBRoundTrips), perIter(res.RedisCommands), perIter(res.RedisRoundTrips))
+	}
 }
 
 // ---- progress ----
@@ -673,7 +715,11 @@ func (s *serverStats) finish(res *result, elapsed time.Duration) {
 		return
 	}
 	if t, ok := procTicks(s.pid); ok && s.ok {
-		res.ServerCPU = float64(t-s.ticks) / 100 / elapsed.Seconds() // USER_HZ is 100 on Linux
+		secs := float64(t-s.ticks) / 100 // USER_HZ is 100 on Linux
+		res.ServerCPU = secs / elapsed.Seconds()
+		if res.Iterations > 0 {
+			res.ServerCPUus = secs * 1e6 / float64(res.Iterations)
+		}
 	}
 	res.ServerHWMkB, res.ServerRSSkB = procMem(s.pid)
 }
@@ -735,4 +781,12 @@ func procMem(pid int) (hwm, rss int64) {
 		}
 	}
 	return hwm, rss
+}
+
+// perIter formats a per-iteration count: "–" when unknown.
+func perIter(v *float64) string {
+	if v == nil {
+		return "–"
+	}
+	return strconv.FormatFloat(*v, 'f', 2, 64)
 }

@@ -10,6 +10,8 @@
 //	authbench ceiling-http [flags]         HTTP ceiling: a fixed token-sized JSON handler
 //	authbench ceiling-db -database-url URL PostgreSQL ceiling: one exchange's SQL, from Go
 //	authbench report FILE.json...          Markdown table (with ceiling ratios) of -json results
+//	authbench free-port [-n N]             N free TCP ports on 127.0.0.1
+//	authbench check-server -pid PID URL... check that PID is what listens there
 //
 // Modes: login, sso, exchange, replay, refresh, introspect,
 // client-credentials (and ceiling-http, to load an external
@@ -61,6 +63,8 @@ Usage:
   authbench ceiling-http [flags]           HTTP ceiling: serve a fixed token-sized JSON and load it
   authbench ceiling-db -database-url URL   PostgreSQL ceiling: one exchange's SQL, driven from Go
   authbench report FILE.json...            Markdown table of -json results, with ceiling ratios
+  authbench free-port [-n N]               print N free TCP ports on 127.0.0.1
+  authbench check-server -pid PID URL...   check that PID is the process listening there
 
 Modes:
   login               authorize → login form (password, CSRF) → consent/skip → token (PKCE S256)
@@ -84,6 +88,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return cmdCeilingDB(ctx, args[1:], stdout, stderr)
 		case "report":
 			return cmdReport(args[1:], stdout)
+		case "free-port":
+			return cmdFreePort(args[1:], stdout, stderr)
+		case "check-server":
+			return cmdCheckServer(args[1:], stdout, stderr)
 		case "help", "-help", "--help":
 			fmt.Fprint(stdout, usage)
 			return nil
@@ -119,6 +127,18 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := m.check(&o); err != nil {
 		return err
+	}
+	if o.ServerPID > 0 {
+		// Measure only the server this run was told about: nobody else's
+		// authd on the same port, and its counters, not another's.
+		for _, t := range []string{o.Target, o.MetricsURL} {
+			if t == "" {
+				continue
+			}
+			if err := verifyServer(o.ServerPID, t); err != nil {
+				return err
+			}
+		}
 	}
 	res, err := runLoad(ctx, &o, m, stderr)
 	if err != nil {

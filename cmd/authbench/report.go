@@ -94,13 +94,16 @@ func writeReport(w io.Writer, results []*result) {
 		}
 		return fmt.Sprintf("%.0f%%", 100*rate/c)
 	}
-	fmt.Fprintln(w, "| mode | c | ok/s | p50 ms | p90 ms | p99 ms | max ms | failed | ÷ HTTP ceiling | ÷ DB ceiling | server CPU | server peak RSS | load avg |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| mode | c | ok/s | p50 ms | p90 ms | p99 ms | max ms | failed | ÷ HTTP ceiling | ÷ DB ceiling | server CPU | server CPU µs/iter | SQL stmts/iter | SQL round trips/iter | Redis cmds/iter | Redis round trips/iter | server peak RSS | load avg |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		s := mainStep(r)
-		cpu, rss := "–", "–"
+		cpu, cpuIter, rss := "–", "–", "–"
 		if r.ServerCPU > 0 {
 			cpu = fmt.Sprintf("%.2f", r.ServerCPU)
+		}
+		if r.ServerCPUus > 0 {
+			cpuIter = fmt.Sprintf("%.0f", r.ServerCPUus)
 		}
 		if r.ServerHWMkB > 0 {
 			rss = fmt.Sprintf("%.0f MiB", float64(r.ServerHWMkB)/1024)
@@ -112,13 +115,14 @@ func writeReport(w io.Writer, results []*result) {
 		if r.Exhausted {
 			name += " †"
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s | %s | %s | %s | %.1f→%.1f |\n",
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.1f | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f→%.1f |\n",
 			name, r.Concurrency, r.Rate, s.P50, s.P90, s.P99, s.Max, r.Failed,
-			ratio(r.Rate, ceiling("ceiling-http", r.Concurrency)), ratio(r.Rate, ceiling("ceiling-db", r.Concurrency)), cpu, rss,
+			ratio(r.Rate, ceiling("ceiling-http", r.Concurrency)), ratio(r.Rate, ceiling("ceiling-db", r.Concurrency)), cpu, cpuIter,
+			perIter(r.DBStatements), perIter(r.DBRoundTrips), perIter(r.RedisCommands), perIter(r.RedisRoundTrips), rss,
 			r.LoadStart, r.LoadEnd)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2). Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
+	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2), and in microseconds of CPU time per iteration (failed ones included). SQL and Redis columns are per iteration of the timed phase, from authd's counters on /metrics (authd_db_statements_total, authd_db_round_trips_total, authd_redis_commands_total, authd_redis_round_trips_total) read when it starts and ends, so preparation is excluded and background jobs (janitor, key rotation) are included; the database ceiling counts its own statements the same way. Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "### Every step")
 	fmt.Fprintln(w)

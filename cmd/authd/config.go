@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -219,6 +220,12 @@ func (c *config) validate(requireSecret bool) error {
 // openStore opens the configured store. For PostgreSQL it refuses a schema
 // that is behind the binary's migrations.
 func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Store, func(), error) {
+	return openStoreTraced(ctx, dbURL, checkSchema, nil)
+}
+
+// openStoreTraced is openStore with a pgx tracer on every connection of the
+// pool (authd serve: ops.DBCounter); nil traces nothing.
+func openStoreTraced(ctx context.Context, dbURL string, checkSchema bool, tracer pgx.QueryTracer) (storage.Store, func(), error) {
 	if dbURL == "memory" {
 		return memory.New(), func() {}, nil
 	}
@@ -228,6 +235,9 @@ func openStore(ctx context.Context, dbURL string, checkSchema bool) (storage.Sto
 	}
 	if !strings.Contains(dbURL, "pool_max_conns") {
 		pcfg.MaxConns = defaultPoolMaxConns()
+	}
+	if tracer != nil {
+		pcfg.ConnConfig.Tracer = tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -255,8 +265,9 @@ func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), 
 }
 
 // openRedisStores opens the replay cache and the DPoP jti store (package
-// dpop, which fails open) on one Redis client, or both in memory.
-func openRedisStores(redisURL string, log *slog.Logger) (exchangecache.Cache, dpop.ReplayStore, func(), error) {
+// dpop, which fails open) on one Redis client, or both in memory. hooks are
+// added to the Redis client (authd serve: ops.RedisCounter).
+func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (exchangecache.Cache, dpop.ReplayStore, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
 		return exchangecache.NewMemory(), dpop.NewMemory(), func() {}, nil
 	}
@@ -266,6 +277,9 @@ func openRedisStores(redisURL string, log *slog.Logger) (exchangecache.Cache, dp
 		return nil, nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
 	client := redis.NewUniversalClient(opts)
+	for _, h := range hooks {
+		client.AddHook(h)
+	}
 	return exchangecache.NewRedis(client, exchangecache.RedisOptions{Logger: log}), dpop.NewRedis(client, 0), func() { _ = client.Close() }, nil
 }
 

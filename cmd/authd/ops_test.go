@@ -174,6 +174,13 @@ func TestServeRedisDown(t *testing.T) {
 	}
 	if m := readAll(t, resp); !strings.Contains(m, `authd_dependency_up{dependency="replay_cache"} 0`) || !strings.Contains(m, `authd_ready 1`) {
 		t.Errorf("/metrics on the operations listener lacks the readiness gauges")
+	} else {
+		// The sign-ins went to PostgreSQL and (before the kill) Redis.
+		for _, name := range []string{"authd_db_statements_total", "authd_db_round_trips_total", "authd_redis_commands_total", "authd_redis_round_trips_total"} {
+			if !regexp.MustCompile(`(?m)^` + name + ` [1-9]`).MatchString(m) {
+				t.Errorf("/metrics: no positive %s", name)
+			}
+		}
 	}
 	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/debug/pprof/"} {
 		resp, err := http.Get(base + path)

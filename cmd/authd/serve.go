@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/ops"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/storage"
 )
@@ -61,12 +62,15 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 // serve wires the store, cache and server and runs the HTTP listener.
 // ready, if set, is called with the server once it listens (dev seeding).
 func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Server, storage.Store, string) error, stdout io.Writer) error {
-	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
+	// Statements and round trips to PostgreSQL and Redis, on /metrics
+	// (authd_db_*, authd_redis_*): what authbench reports per iteration.
+	dbCount, redisCount := ops.NewDBCounter(), ops.NewRedisCounter()
+	store, closeStore, err := openStoreTraced(ctx, c.DatabaseURL, true, dbCount)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	cache, dpopReplay, closeCache, err := openRedisStores(c.RedisURL, log)
+	cache, dpopReplay, closeCache, err := openRedisStores(c.RedisURL, log, redisCount)
 	if err != nil {
 		return err
 	}
@@ -85,6 +89,12 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 	if err != nil {
 		ln.Close()
 		return usagef("%v", err)
+	}
+	if dbKind(c.DatabaseURL) == "postgres" {
+		srv.Registry().MustRegister(dbCount)
+	}
+	if cacheKind(c.RedisURL) == "redis" {
+		srv.Registry().MustRegister(redisCount)
 	}
 	// First start: generate the signing keys (replicas starting at once
 	// generate one generation between them).
