@@ -2,6 +2,11 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -30,6 +35,22 @@ const (
 // benchmark's user, a public skip_consent client and a confidential
 // client_credentials client, and returns its URL and the client ids.
 func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
+	t.Helper()
+	tg := newTargetWith(t)
+	return tg.url, tg.public, tg.service, tg.serviceSecret
+}
+
+// target is an in-process authd and its clients.
+type target struct {
+	url, public, service, serviceSecret string
+	// thirdParty is a public client without skip_consent, with an https
+	// and a private-use redirect, and ES256 ID tokens.
+	thirdParty string
+}
+
+const httpsRedirect = "https://authbench.example/callback"
+
+func newTargetWith(t *testing.T) target {
 	t.Helper()
 	store := memory.New()
 	srv := httptest.NewUnstartedServer(nil)
@@ -60,7 +81,15 @@ func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv.URL, pub.ClientID, svc.ClientID, svc.ClientSecret
+	third, err := oauth.RegisterClient(ctx, store, app.Hasher(), oauth.ClientMetadata{
+		ClientName: "authbench third party", RedirectURIs: []string{httpsRedirect, "dev.authd.authbench:/callback"},
+		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"},
+		Scope: "openid offline_access", IDTokenSignedResponseAlg: "ES256",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target{url: srv.URL, public: pub.ClientID, service: svc.ClientID, serviceSecret: svc.ClientSecret, thirdParty: third.ClientID}
 }
 
 func runJSON(t *testing.T, args ...string) *result {
@@ -187,5 +216,111 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(d[:1], 99) != time.Millisecond {
 		t.Error("one sample")
+	}
+}
+
+// TestSSOConsent runs the returning third-party user: consent allowed once
+// per browser, then codes without the consent page (silent with the https
+// redirect, one tap with the private-use one), each ID token checked.
+func TestSSOConsent(t *testing.T) {
+	tg := newTargetWith(t)
+	base := []string{"-mode", "sso-consent", "-target", tg.url, "-c", "4", "-n", "40", "-client-id", tg.thirdParty, "-password", testPassword}
+	res := runJSON(t, append(base, "-redirect-uri", httpsRedirect)...)
+	if res.Failed != 0 || len(res.Errors) != 0 || res.Iterations != 40 {
+		t.Fatalf("iterations %d, failed %d: %v", res.Iterations, res.Failed, res.Errors)
+	}
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Step)
+		if s.OK != 40 {
+			t.Errorf("step %+v", s)
+		}
+	}
+	if strings.Join(got, ",") != "authorize,token,flow" {
+		t.Errorf("steps %v", got)
+	}
+	if !strings.Contains(res.Prepared, "showed the consent page by itself") {
+		t.Errorf("prepared: %q (the first sign-in should have shown the consent page)", res.Prepared)
+	}
+	if !strings.Contains(res.Note, "no return visit showed the consent page") || strings.Contains(res.Note, "one-tap") {
+		t.Errorf("note: %q", res.Note)
+	}
+
+	// The private-use redirect: the one-tap page, never the consent page.
+	res = runJSON(t, append(base, "-n", "8")...)
+	if res.Failed != 0 || !strings.Contains(res.Note, "8 showed the one-tap page") {
+		t.Errorf("private-use redirect: failed %d %v, note %q", res.Failed, res.Errors, res.Note)
+	}
+	// The consent is remembered from the first run now.
+	if !strings.Contains(res.Prepared, "showed no consent page") {
+		t.Errorf("second run prepared: %q", res.Prepared)
+	}
+
+	// Without openid there is no ID token to check.
+	err := run(t.Context(), append(base, "-scope", "offline_access"), io.Discard, io.Discard)
+	if _, ok := err.(usageError); !ok {
+		t.Errorf("scope without openid: err = %v, want a usage error", err)
+	}
+}
+
+// TestCheckIDToken checks that what sso-consent verifies is verified.
+func TestCheckIDToken(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{o: &options{ClientID: "client-1"}, oidc: &oidcState{issuer: "http://issuer", keys: map[string]any{"k1": &key.PublicKey}, fetched: time.Now()}}
+	sign := func(header, claims map[string]any) string {
+		enc := func(v any) string { b, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(b) }
+		in := enc(header) + "." + enc(claims)
+		sum := sha256.Sum256([]byte(in))
+		rr, ss, err := ecdsa.Sign(rand.Reader, key, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := make([]byte, 64)
+		rr.FillBytes(sig[:32])
+		ss.FillBytes(sig[32:])
+		return in + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}
+	good := func() (map[string]any, map[string]any) {
+		return map[string]any{"alg": "ES256", "kid": "k1"},
+			map[string]any{"iss": "http://issuer", "sub": "s", "aud": []string{"client-1"}, "exp": time.Now().Add(time.Hour).Unix(), "nonce": "n1"}
+	}
+	h, c := good()
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1"); err != nil {
+		t.Fatalf("good token: %v", err)
+	}
+	c["aud"] = "client-1" // a single string is an audience too
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1"); err != nil {
+		t.Fatalf("aud as a string: %v", err)
+	}
+	for name, c := range map[string]func(h, c map[string]any){
+		"nonce mismatch": func(_, c map[string]any) { c["nonce"] = "other" },
+		"aud lacks":      func(_, c map[string]any) { c["aud"] = []string{"someone-else"} },
+		"iss is not":     func(_, c map[string]any) { c["iss"] = "http://evil" },
+		"expired":        func(_, c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() },
+		"no sub":         func(_, c map[string]any) { delete(c, "sub") },
+		"bad ES256":      func(h, _ map[string]any) { h["alg"] = "RS256" },
+	} {
+		h, cl := good()
+		c(h, cl)
+		err := r.checkIDToken(t.Context(), sign(h, cl), "n1")
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// A payload changed after signing.
+	h, c = good()
+	tok := sign(h, c)
+	parts := strings.Split(tok, ".")
+	c["sub"] = "mallory"
+	b, _ := json.Marshal(c)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1"); err == nil || !strings.Contains(err.Error(), "bad ES256 signature") {
+		t.Errorf("tampered payload: err = %v", err)
+	}
+	if err := r.checkIDToken(t.Context(), "", "n1"); err == nil {
+		t.Error("no id_token accepted")
 	}
 }

@@ -69,7 +69,7 @@ func (o *options) loadFlags(fs *flag.FlagSet) {
 
 // clientFlags registers the OAuth client and user flags.
 func (o *options) clientFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.ClientID, "client-id", "", "client_id: a public skip_consent client for login/sso/exchange/replay/refresh, a confidential one for introspect/client-credentials")
+	fs.StringVar(&o.ClientID, "client-id", "", "client_id: a public skip_consent client for login/sso/exchange/replay/refresh, a public third-party one for sso-consent, a confidential one for introspect/client-credentials")
 	fs.StringVar(&o.ClientSecret, "client-secret", "", "client_secret of a confidential client (sent with HTTP Basic)")
 	fs.StringVar(&o.RedirectURI, "redirect-uri", "dev.authd.authbench:/callback", "registered redirect_uri of the public client")
 	fs.BoolVar(&o.DPoP, "dpop", false, "send a DPoP proof (RFC 9449, ES256, one key per run) with every token request")
@@ -126,6 +126,8 @@ type mode struct {
 	// iter is one timed iteration by worker w. It records its steps with
 	// w.step; a returned error is already recorded, except errExhausted.
 	iter func(ctx context.Context, w *worker) error
+	// finish, if set, adds the mode's own figures to the result.
+	finish func(r *runner, res *result, merged *recorder)
 }
 
 // runner is one load run: shared HTTP transport, counters, workers.
@@ -152,6 +154,7 @@ type runner struct {
 	tokens     []string
 	exhausted  atomic.Bool
 	prepStatus string
+	oidc       *oidcState // sso-consent
 }
 
 // worker is one sequential client.
@@ -288,6 +291,9 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 		res.Steps = append(res.Steps, s)
 	}
 	res.Errors = merged.errorCounts()
+	if m.finish != nil {
+		m.finish(r, res, merged)
+	}
 	return res, nil
 }
 
@@ -548,6 +554,9 @@ func writeTable(w io.Writer, res *result) {
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %6d  %s\n", res.Errors[k], k)
 		}
+	}
+	if res.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", res.Note)
 	}
 	fmt.Fprintf(w, "load average %.1f → %.1f; authbench CPU %.2f cores", res.LoadStart, res.LoadEnd, res.BenchCPU)
 	if res.ServerCPU > 0 {

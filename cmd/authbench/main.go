@@ -11,8 +11,8 @@
 //	authbench ceiling-db -database-url URL PostgreSQL ceiling: one exchange's SQL, from Go
 //	authbench report FILE.json...          Markdown table (with ceiling ratios) of -json results
 //
-// Modes: login, sso, exchange, replay, refresh, introspect,
-// client-credentials (and ceiling-http, to load an external
+// Modes: login, sso, sso-consent, exchange, replay, refresh,
+// introspect, client-credentials (and ceiling-http, to load an external
 // "authbench ceiling-http -serve-only").
 //
 // Traffic goes only where -target points; the script bench/run.sh points it
@@ -65,6 +65,10 @@ Usage:
 Modes:
   login               authorize → login form (password, CSRF) → consent/skip → token (PKCE S256)
   sso                 authorize with the session cookie (no password) → token
+  sso-consent         a returning user of a third-party client (no skip_consent; an https
+                      -redirect-uri): authorize with the session cookie, a nonce and the
+                      consent remembered (allowed once per browser, not timed) → token →
+                      ID token checked (nonce, aud, iss, exp, ES256/RS256 signature)
   exchange            token exchange only; codes minted ahead in the same run (not timed)
   replay              duplicate exchanges answered by the replay cache
   refresh             refresh_token grant, rotating
@@ -101,7 +105,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stderr, usage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.Mode, "mode", "", "login, sso, exchange, replay, refresh, introspect, client-credentials or ceiling-http")
+	fs.StringVar(&o.Mode, "mode", "", "login, sso, sso-consent, exchange, replay, refresh, introspect, client-credentials or ceiling-http")
 	o.loadFlags(fs)
 	o.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +116,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m, ok := modes[o.Mode]
 	if !ok {
-		return usagef("-mode: %q is not one of login, sso, exchange, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
+		return usagef("-mode: %q is not one of login, sso, sso-consent, exchange, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
 	}
 	if err := o.validate(); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 )
 
 // modeOrder is the order of rows in a report.
-var modeOrder = []string{"login", "sso", "exchange", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
+var modeOrder = []string{"login", "sso", "sso-consent", "exchange", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
 
 // cmdReport prints a Markdown report of -json results: a summary row per
 // run with its ratio to the HTTP and database ceilings measured at the
