@@ -263,6 +263,59 @@ func TestSSOConsent(t *testing.T) {
 	}
 }
 
+// TestBurst runs exchanges, then a burst of sign-ins alongside them.
+func TestBurst(t *testing.T) {
+	tg := newTargetWith(t)
+	res := runJSON(t, "-mode", "burst", "-target", tg.url, "-c", "4", "-d", "1s", "-mint-time", "300ms", "-burst", "5",
+		"-client-id", tg.public, "-password", testPassword)
+	if res.Failed != 0 || len(res.Errors) != 0 {
+		t.Fatalf("failed %d: %v", res.Failed, res.Errors)
+	}
+	b := res.Burst
+	if b == nil {
+		t.Fatalf("no burst result: %+v", res)
+	}
+	if b.SignIns != 5 || b.SignInsOK != 5 || b.IdleN == 0 || b.BurstN == 0 || b.IdleP99 <= 0 || b.BurstP99 <= 0 || b.Ratio <= 0 {
+		t.Errorf("burst %+v", b)
+	}
+	if b.IdleS < 0.4 || b.IdleS > 0.7 {
+		t.Errorf("before the burst: %.2fs, want about half of -d", b.IdleS)
+	}
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Step)
+	}
+	if strings.Join(got, ",") != "token,token-burst,signin" || res.Steps[2].OK != 5 || res.Steps[0].OK != b.IdleN {
+		t.Errorf("steps %+v", res.Steps)
+	}
+	if res.Steps[0].OK+res.Steps[1].OK != int(res.Iterations) {
+		t.Errorf("iterations %d, exchanges %d + %d", res.Iterations, res.Steps[0].OK, res.Steps[1].OK)
+	}
+	if !strings.Contains(res.Note, "ratio") {
+		t.Errorf("note %q", res.Note)
+	}
+	t.Log(res.Note)
+	f := filepath.Join(t.TempDir(), "burst.json")
+	data, _ := json.Marshal(res)
+	if err := os.WriteFile(f, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"report", f}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| burst | 4 |", "### Exchanges during a burst of password sign-ins", "| 4 | 5 | 5 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	err := run(t.Context(), []string{"-mode", "burst", "-target", tg.url, "-n", "5", "-client-id", tg.public, "-password", testPassword}, io.Discard, io.Discard)
+	if _, ok := err.(usageError); !ok {
+		t.Errorf("burst with -n: err = %v, want a usage error", err)
+	}
+}
+
 // TestCheckIDToken checks that what sso-consent verifies is verified.
 func TestCheckIDToken(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

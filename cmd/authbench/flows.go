@@ -70,6 +70,16 @@ var modes = map[string]mode{
 		iter:    iterSSOConsent,
 		finish:  finishConsent,
 	},
+	"burst": {
+		// "token" is the exchange before the burst; finish adds
+		// "token-burst" and "signin".
+		steps:   []string{"token"},
+		check:   checkBurst,
+		prepare: prepareBurst,
+		iter:    iterBurstExchange,
+		timed:   runBurst,
+		finish:  finishBurst,
+	},
 	"ceiling-http": {
 		steps: []string{"token"},
 		check: func(*options) error { return nil },

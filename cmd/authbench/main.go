@@ -11,7 +11,7 @@
 //	authbench ceiling-db -database-url URL PostgreSQL ceiling: one exchange's SQL, from Go
 //	authbench report FILE.json...          Markdown table (with ceiling ratios) of -json results
 //
-// Modes: login, sso, sso-consent, exchange, replay, refresh,
+// Modes: login, sso, sso-consent, exchange, burst, replay, refresh,
 // introspect, client-credentials (and ceiling-http, to load an external
 // "authbench ceiling-http -serve-only").
 //
@@ -70,6 +70,9 @@ Modes:
                       consent remembered (allowed once per browser, not timed) → token →
                       ID token checked (nonce, aud, iss, exp, ES256/RS256 signature)
   exchange            token exchange only; codes minted ahead in the same run (not timed)
+  burst               exchanges as in "exchange" for half of -d, then -burst password
+                      sign-ins (login flows) at once while the exchanges go on; reports
+                      the exchange p99 before and during the burst and their ratio
   replay              duplicate exchanges answered by the replay cache
   refresh             refresh_token grant, rotating
   introspect          RFC 7662 introspection by a confidential client
@@ -105,7 +108,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stderr, usage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.Mode, "mode", "", "login, sso, sso-consent, exchange, replay, refresh, introspect, client-credentials or ceiling-http")
+	fs.StringVar(&o.Mode, "mode", "", "login, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
 	o.loadFlags(fs)
 	o.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -116,7 +119,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m, ok := modes[o.Mode]
 	if !ok {
-		return usagef("-mode: %q is not one of login, sso, sso-consent, exchange, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
+		return usagef("-mode: %q is not one of login, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
 	}
 	if err := o.validate(); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 )
 
 // modeOrder is the order of rows in a report.
-var modeOrder = []string{"login", "sso", "sso-consent", "exchange", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
+var modeOrder = []string{"login", "sso", "sso-consent", "exchange", "burst", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
 
 // cmdReport prints a Markdown report of -json results: a summary row per
 // run with its ratio to the HTTP and database ceilings measured at the
@@ -120,6 +120,7 @@ func writeReport(w io.Writer, results []*result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2). Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
 	fmt.Fprintln(w)
+	writeBurstReport(w, results)
 	fmt.Fprintln(w, "### Every step")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| mode | c | step | ok | errors | ok/s | mean ms | p50 ms | p90 ms | p99 ms | max ms |")
