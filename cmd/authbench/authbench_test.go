@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -375,5 +376,12 @@ func TestCheckIDToken(t *testing.T) {
 	}
 	if err := r.checkIDToken(t.Context(), "", "n1"); err == nil {
 		t.Error("no id_token accepted")
+	}
+}
+
+func TestErrorKeyEOF(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: io.EOF}
+	if got := errorKey(err); got != "connection closed by the server (EOF)" {
+		t.Errorf("errorKey(EOF) = %q", got)
 	}
 }

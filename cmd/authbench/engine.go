@@ -395,6 +395,9 @@ func errorKey(err error) string {
 		return "no local port (EADDRNOTAVAIL)"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// e.g. the server's WriteTimeout closed the connection
+		return "connection closed by the server (EOF)"
 	}
 	return "transport error"
 }
