@@ -342,11 +342,11 @@ func TestCheckIDToken(t *testing.T) {
 			map[string]any{"iss": "http://issuer", "sub": "s", "aud": []string{"client-1"}, "exp": time.Now().Add(time.Hour).Unix(), "nonce": "n1"}
 	}
 	h, c := good()
-	if err := r.checkIDToken(t.Context(), sign(h, c), "n1"); err != nil {
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", true); err != nil {
 		t.Fatalf("good token: %v", err)
 	}
 	c["aud"] = "client-1" // a single string is an audience too
-	if err := r.checkIDToken(t.Context(), sign(h, c), "n1"); err != nil {
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", true); err != nil {
 		t.Fatalf("aud as a string: %v", err)
 	}
 	for name, c := range map[string]func(h, c map[string]any){
@@ -359,7 +359,7 @@ func TestCheckIDToken(t *testing.T) {
 	} {
 		h, cl := good()
 		c(h, cl)
-		err := r.checkIDToken(t.Context(), sign(h, cl), "n1")
+		err := r.checkIDToken(t.Context(), sign(h, cl), "n1", true)
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: err = %v", name, err)
 		}
@@ -371,11 +371,20 @@ func TestCheckIDToken(t *testing.T) {
 	c["sub"] = "mallory"
 	b, _ := json.Marshal(c)
 	parts[1] = base64.RawURLEncoding.EncodeToString(b)
-	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1"); err == nil || !strings.Contains(err.Error(), "bad ES256 signature") {
+	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1", true); err == nil || !strings.Contains(err.Error(), "bad ES256 signature") {
 		t.Errorf("tampered payload: err = %v", err)
 	}
-	if err := r.checkIDToken(t.Context(), "", "n1"); err == nil {
+	if err := r.checkIDToken(t.Context(), "", "n1", true); err == nil {
 		t.Error("no id_token accepted")
+	}
+	// Without sig, the claims are still checked, the signature not.
+	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1", false); err != nil {
+		t.Errorf("claims only: %v", err)
+	}
+	h, c = good()
+	c["nonce"] = "other"
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", false); err == nil {
+		t.Error("claims only: nonce mismatch accepted")
 	}
 }
 
