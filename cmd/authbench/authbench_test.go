@@ -394,3 +394,20 @@ func TestErrorKeyEOF(t *testing.T) {
 		t.Errorf("errorKey(EOF) = %q", got)
 	}
 }
+
+// TestBurstVerdict: failed exchanges are not in the p99s, so they fail the
+// target whatever the ratio.
+func TestBurstVerdict(t *testing.T) {
+	b := &burstResult{SignIns: 200, IdleP99: 10, BurstP99: 15, Ratio: 1.5}
+	if v := b.verdict(); v != "met" {
+		t.Errorf("verdict %q", v)
+	}
+	b.BurstFailed = 3
+	if v := b.verdict(); v != "missed: exchanges failed" || !strings.Contains(b.note(), "3 during it") {
+		t.Errorf("verdict %q, note %q", v, b.note())
+	}
+	b.BurstFailed, b.Ratio = 0, 2.5
+	if v := b.verdict(); v != "missed" {
+		t.Errorf("verdict %q", v)
+	}
+}
