@@ -28,12 +28,16 @@
 #                      load average to drop below 1.5 per CPU (default 30; 0: never)
 #   BENCH_TOKEN_RATE_LIMIT  authd's per-client token rate limit (default 0: off,
 #                      since every request of a mode comes from one client_id)
+#   BENCH_BURST        password sign-ins started at once by the burst mode (default 200)
+#   BENCH_BURST_CONCURRENCY  the concurrencies at which the burst mode runs (default 16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login sso sso-https exchange exchange-dpop replay replay-dpop refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login sso sso-https sso-consent exchange burst exchange-dpop replay replay-dpop refresh introspect client-credentials}
+BURST=${BENCH_BURST:-200}
+BURST_CONCURRENCY=${BENCH_BURST_CONCURRENCY:-16}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PG_PARAMS=${BENCH_PG_PARAMS:-sslmode=disable}
 REDIS_DB=${BENCH_REDIS_DB:-9}
@@ -102,6 +106,15 @@ public=$("$work/authd" clients add <<'EOF' | client_id
  "id_token_signed_response_alg": "ES256"}
 EOF
 )
+# A third-party app (sso-consent): public, PKCE, no skip_consent (the user
+# allows it once on the consent page), ES256 ID tokens; its https redirect
+# gets a returning user's code silently (RFC 8252 §8.6).
+third=$("$work/authd" clients add <<'EOF' | client_id
+{"client_name": "authbench (public, third-party)", "redirect_uris": ["https://authbench.example/callback"],
+ "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
+ "response_types": ["code"], "scope": "openid offline_access", "id_token_signed_response_alg": "ES256"}
+EOF
+)
 svc_json=$("$work/authd" clients add <<'EOF'
 {"client_name": "authbench (confidential service)", "token_endpoint_auth_method": "client_secret_basic",
  "grant_types": ["client_credentials"], "scope": "api"}
@@ -109,7 +122,7 @@ EOF
 )
 service=$(printf '%s' "$svc_json" | client_id)
 service_secret=$(printf '%s' "$svc_json" | sed -n 's/.*"client_secret": *"\([^"]*\)".*/\1/p')
-[ -n "$public" ] && [ -n "$service" ] && [ -n "$service_secret" ] || { echo "client registration failed" >&2; exit 1; }
+[ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] || { echo "client registration failed" >&2; exit 1; }
 
 log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL)"
 "$work/authd" serve 2>"$work/authd.log" &
@@ -154,7 +167,7 @@ bench() { # name c args...
 		# Profile the middle of the timed phase (preparation excluded as far
 		# as possible: exchange mints codes first for as long as it runs).
 		local secs=${DURATION%s}
-		[ "$name" = exchange ] && sleep_first=$((secs + 3)) || sleep_first=3
+		case $name in exchange | burst) sleep_first=$((secs + 3)) ;; *) sleep_first=3 ;; esac
 		(sleep "$sleep_first"; curl -fsS "http://$PPROF_ADDR/debug/pprof/profile?seconds=$((secs - 4))" -o "$raw/$name-c$c.cpu.pprof") &
 		prof=$!
 	fi
@@ -181,6 +194,16 @@ for c in $CONCURRENCY; do
 			# silently (RFC 8252 §8.6); "sso" (a private-use scheme) taps
 			# the one-tap page first.
 			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso -label sso-https -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+		sso-consent)
+			# A returning user of a third-party client: consent allowed
+			# once per browser before the timed phase, then silent codes
+			# (https redirect) and an ID token checked per iteration.
+			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso-consent -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$third" ;;
+		burst)
+			# Exchanges for half the duration, then $BURST password
+			# sign-ins at once beside them (until they have finished).
+			case " $BURST_CONCURRENCY " in *" $c "*) ;; *) continue ;; esac
+			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode burst -burst "$BURST" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
 		*)
 			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
 		esac

@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,11 +39,22 @@ const (
 // client_credentials client, and returns its URL and the client ids.
 func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 	t.Helper()
-	return newTargetWith(t, nil)
+	tg := newTargetWith(t, nil)
+	return tg.url, tg.public, tg.service, tg.serviceSecret
 }
 
+// target is an in-process authd and its clients.
+type target struct {
+	url, public, service, serviceSecret string
+	// thirdParty is a public client without skip_consent, with an https
+	// and a private-use redirect, and ES256 ID tokens.
+	thirdParty string
+}
+
+const httpsRedirect = "https://authbench.example/callback"
+
 // newTargetWith is newTarget with wrap (if not nil) around authd's handler.
-func newTargetWith(t *testing.T, wrap func(http.Handler) http.Handler) (url, public, service, serviceSecret string) {
+func newTargetWith(t *testing.T, wrap func(http.Handler) http.Handler) target {
 	t.Helper()
 	store := memory.New()
 	srv := httptest.NewUnstartedServer(nil)
@@ -72,7 +89,15 @@ func newTargetWith(t *testing.T, wrap func(http.Handler) http.Handler) (url, pub
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv.URL, pub.ClientID, svc.ClientID, svc.ClientSecret
+	third, err := oauth.RegisterClient(ctx, store, app.Hasher(), oauth.ClientMetadata{
+		ClientName: "authbench third party", RedirectURIs: []string{httpsRedirect, "dev.authd.authbench:/callback"},
+		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"},
+		Scope: "openid offline_access", IDTokenSignedResponseAlg: "ES256",
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target{url: srv.URL, public: pub.ClientID, service: svc.ClientID, serviceSecret: svc.ClientSecret, thirdParty: third.ClientID}
 }
 
 func runJSON(t *testing.T, args ...string) *result {
@@ -204,5 +229,197 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(d[:1], 99) != time.Millisecond {
 		t.Error("one sample")
+	}
+}
+
+// TestSSOConsent runs the returning third-party user: consent allowed once
+// per browser, then codes without the consent page (silent with the https
+// redirect, one tap with the private-use one), each ID token checked.
+func TestSSOConsent(t *testing.T) {
+	tg := newTargetWith(t, nil)
+	base := []string{"-mode", "sso-consent", "-target", tg.url, "-c", "4", "-n", "40", "-client-id", tg.thirdParty, "-password", testPassword}
+	res := runJSON(t, append(base, "-redirect-uri", httpsRedirect)...)
+	if res.Failed != 0 || len(res.Errors) != 0 || res.Iterations != 40 {
+		t.Fatalf("iterations %d, failed %d: %v", res.Iterations, res.Failed, res.Errors)
+	}
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Step)
+		if s.OK != 40 {
+			t.Errorf("step %+v", s)
+		}
+	}
+	if strings.Join(got, ",") != "authorize,token,flow" {
+		t.Errorf("steps %v", got)
+	}
+	if !strings.Contains(res.Prepared, "showed the consent page by itself") {
+		t.Errorf("prepared: %q (the first sign-in should have shown the consent page)", res.Prepared)
+	}
+	if !strings.Contains(res.Note, "no return visit showed the consent page") || strings.Contains(res.Note, "one-tap") {
+		t.Errorf("note: %q", res.Note)
+	}
+
+	// The private-use redirect: the one-tap page, never the consent page.
+	res = runJSON(t, append(base, "-n", "8")...)
+	if res.Failed != 0 || !strings.Contains(res.Note, "8 showed the one-tap page") {
+		t.Errorf("private-use redirect: failed %d %v, note %q", res.Failed, res.Errors, res.Note)
+	}
+	// The consent is remembered from the first run now.
+	if !strings.Contains(res.Prepared, "showed no consent page") {
+		t.Errorf("second run prepared: %q", res.Prepared)
+	}
+
+	// Without openid there is no ID token to check.
+	err := run(t.Context(), append(base, "-scope", "offline_access"), io.Discard, io.Discard)
+	if _, ok := err.(usageError); !ok {
+		t.Errorf("scope without openid: err = %v, want a usage error", err)
+	}
+}
+
+// TestBurst runs exchanges, then a burst of sign-ins alongside them.
+func TestBurst(t *testing.T) {
+	tg := newTargetWith(t, nil)
+	res := runJSON(t, "-mode", "burst", "-target", tg.url, "-c", "4", "-d", "1s", "-mint-time", "300ms", "-burst", "5",
+		"-client-id", tg.public, "-password", testPassword)
+	if res.Failed != 0 || len(res.Errors) != 0 {
+		t.Fatalf("failed %d: %v", res.Failed, res.Errors)
+	}
+	b := res.Burst
+	if b == nil {
+		t.Fatalf("no burst result: %+v", res)
+	}
+	if b.SignIns != 5 || b.SignInsOK != 5 || b.IdleN == 0 || b.BurstN == 0 || b.IdleP99 <= 0 || b.BurstP99 <= 0 || b.Ratio <= 0 {
+		t.Errorf("burst %+v", b)
+	}
+	if b.IdleS < 0.45 || b.IdleS > 2 {
+		t.Errorf("before the burst: %.2fs, want about half of -d", b.IdleS)
+	}
+	var got []string
+	for _, s := range res.Steps {
+		got = append(got, s.Step)
+	}
+	if strings.Join(got, ",") != "token,token-burst,signin" || res.Steps[2].OK != 5 || res.Steps[0].OK != b.IdleN {
+		t.Errorf("steps %+v", res.Steps)
+	}
+	if res.Steps[0].OK+res.Steps[1].OK != int(res.Iterations) {
+		t.Errorf("iterations %d, exchanges %d + %d", res.Iterations, res.Steps[0].OK, res.Steps[1].OK)
+	}
+	if !strings.Contains(res.Note, "ratio") {
+		t.Errorf("note %q", res.Note)
+	}
+	t.Log(res.Note)
+	f := filepath.Join(t.TempDir(), "burst.json")
+	data, _ := json.Marshal(res)
+	if err := os.WriteFile(f, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"report", f}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| burst | 4 |", "### Exchanges during a burst of password sign-ins", "| 4 | 5 | 5 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	err := run(t.Context(), []string{"-mode", "burst", "-target", tg.url, "-n", "5", "-client-id", tg.public, "-password", testPassword}, io.Discard, io.Discard)
+	if _, ok := err.(usageError); !ok {
+		t.Errorf("burst with -n: err = %v, want a usage error", err)
+	}
+}
+
+// TestCheckIDToken checks that what sso-consent verifies is verified.
+func TestCheckIDToken(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{o: &options{ClientID: "client-1"}, oidc: &oidcState{issuer: "http://issuer", keys: map[string]any{"k1": &key.PublicKey}, fetched: time.Now()}}
+	sign := func(header, claims map[string]any) string {
+		enc := func(v any) string { b, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(b) }
+		in := enc(header) + "." + enc(claims)
+		sum := sha256.Sum256([]byte(in))
+		rr, ss, err := ecdsa.Sign(rand.Reader, key, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig := make([]byte, 64)
+		rr.FillBytes(sig[:32])
+		ss.FillBytes(sig[32:])
+		return in + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}
+	good := func() (map[string]any, map[string]any) {
+		return map[string]any{"alg": "ES256", "kid": "k1"},
+			map[string]any{"iss": "http://issuer", "sub": "s", "aud": []string{"client-1"}, "exp": time.Now().Add(time.Hour).Unix(), "nonce": "n1"}
+	}
+	h, c := good()
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", true); err != nil {
+		t.Fatalf("good token: %v", err)
+	}
+	c["aud"] = "client-1" // a single string is an audience too
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", true); err != nil {
+		t.Fatalf("aud as a string: %v", err)
+	}
+	for name, c := range map[string]func(h, c map[string]any){
+		"nonce mismatch": func(_, c map[string]any) { c["nonce"] = "other" },
+		"aud lacks":      func(_, c map[string]any) { c["aud"] = []string{"someone-else"} },
+		"iss is not":     func(_, c map[string]any) { c["iss"] = "http://evil" },
+		"expired":        func(_, c map[string]any) { c["exp"] = time.Now().Add(-time.Minute).Unix() },
+		"no sub":         func(_, c map[string]any) { delete(c, "sub") },
+		"bad ES256":      func(h, _ map[string]any) { h["alg"] = "RS256" },
+	} {
+		h, cl := good()
+		c(h, cl)
+		err := r.checkIDToken(t.Context(), sign(h, cl), "n1", true)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	// A payload changed after signing.
+	h, c = good()
+	tok := sign(h, c)
+	parts := strings.Split(tok, ".")
+	c["sub"] = "mallory"
+	b, _ := json.Marshal(c)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1", true); err == nil || !strings.Contains(err.Error(), "bad ES256 signature") {
+		t.Errorf("tampered payload: err = %v", err)
+	}
+	if err := r.checkIDToken(t.Context(), "", "n1", true); err == nil {
+		t.Error("no id_token accepted")
+	}
+	// Without sig, the claims are still checked, the signature not.
+	if err := r.checkIDToken(t.Context(), strings.Join(parts, "."), "n1", false); err != nil {
+		t.Errorf("claims only: %v", err)
+	}
+	h, c = good()
+	c["nonce"] = "other"
+	if err := r.checkIDToken(t.Context(), sign(h, c), "n1", false); err == nil {
+		t.Error("claims only: nonce mismatch accepted")
+	}
+}
+
+func TestErrorKeyEOF(t *testing.T) {
+	err := &url.Error{Op: "Post", URL: "http://127.0.0.1/x", Err: io.EOF}
+	if got := errorKey(err); got != "connection closed by the server (EOF)" {
+		t.Errorf("errorKey(EOF) = %q", got)
+	}
+}
+
+// TestBurstVerdict: failed exchanges are not in the p99s, so they fail the
+// target whatever the ratio.
+func TestBurstVerdict(t *testing.T) {
+	b := &burstResult{SignIns: 200, IdleP99: 10, BurstP99: 15, Ratio: 1.5}
+	if v := b.verdict(); v != "met" {
+		t.Errorf("verdict %q", v)
+	}
+	b.BurstFailed = 3
+	if v := b.verdict(); v != "missed: exchanges failed" || !strings.Contains(b.note(), "3 during it") {
+		t.Errorf("verdict %q, note %q", v, b.note())
+	}
+	b.BurstFailed, b.Ratio = 0, 2.5
+	if v := b.verdict(); v != "missed" {
+		t.Errorf("verdict %q", v)
 	}
 }

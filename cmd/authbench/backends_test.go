@@ -32,7 +32,7 @@ authd_http_requests_total{route="token",code="200"} 7
 // then makes exactly one token request per iteration.
 func TestBackendCountersExcludePreparation(t *testing.T) {
 	var tokens, authorizes atomic.Int64
-	url, public, _, _ := newTargetWith(t, func(h http.Handler) http.Handler {
+	tg := newTargetWith(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/oauth2/token":
@@ -48,7 +48,7 @@ func TestBackendCountersExcludePreparation(t *testing.T) {
 	}))
 	defer metrics.Close()
 
-	res := runJSON(t, "-mode", "replay", "-target", url, "-metrics-url", metrics.URL+"/metrics", "-client-id", public, "-password", testPassword, "-c", "4", "-n", "40")
+	res := runJSON(t, "-mode", "replay", "-target", tg.url, "-metrics-url", metrics.URL+"/metrics", "-client-id", tg.public, "-password", testPassword, "-c", "4", "-n", "40")
 	if res.Failed != 0 || res.Iterations != 40 {
 		t.Fatalf("replay: %+v", res)
 	}

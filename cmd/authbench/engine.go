@@ -52,6 +52,8 @@ type options struct {
 	Password     string
 	Pool         int
 	MintTime     time.Duration
+	// Burst is how many password sign-ins the burst mode starts at once.
+	Burst int
 }
 
 // loadFlags registers the flags every load run has.
@@ -71,7 +73,7 @@ func (o *options) loadFlags(fs *flag.FlagSet) {
 
 // clientFlags registers the OAuth client and user flags.
 func (o *options) clientFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.ClientID, "client-id", "", "client_id: a public skip_consent client for login/sso/exchange/replay/refresh, a confidential one for introspect/client-credentials")
+	fs.StringVar(&o.ClientID, "client-id", "", "client_id: a public skip_consent client for login/sso/exchange/burst/replay/refresh, a public third-party one for sso-consent, a confidential one for introspect/client-credentials")
 	fs.StringVar(&o.ClientSecret, "client-secret", "", "client_secret of a confidential client (sent with HTTP Basic)")
 	fs.StringVar(&o.RedirectURI, "redirect-uri", "dev.authd.authbench:/callback", "registered redirect_uri of the public client")
 	fs.BoolVar(&o.DPoP, "dpop", false, "send a DPoP proof (RFC 9449, ES256, one key per run) with every token request")
@@ -80,6 +82,7 @@ func (o *options) clientFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Password, "password", "", "password for login/sso (also read from AUTHBENCH_PASSWORD)")
 	fs.IntVar(&o.Pool, "pool", 0, "replay/introspect: distinct codes or tokens cycled through (default: -c)")
 	fs.DurationVar(&o.MintTime, "mint-time", 0, "exchange: how long to mint codes ahead when -n is not given (default: -d)")
+	fs.IntVar(&o.Burst, "burst", 200, "burst: password sign-ins started at once, halfway through -d")
 }
 
 func (o *options) validate() error {
@@ -131,6 +134,12 @@ type mode struct {
 	// iter is one timed iteration by worker w. It records its steps with
 	// w.step; a returned error is already recorded, except errExhausted.
 	iter func(ctx context.Context, w *worker) error
+	// timed, if set, runs beside the workers during the timed phase and
+	// ends it itself (sets r.stop): -d starts no timer of its own. The run
+	// ends when timed has returned.
+	timed func(ctx context.Context, r *runner)
+	// finish, if set, adds the mode's own figures to the result.
+	finish func(r *runner, res *result, merged *recorder)
 }
 
 // runner is one load run: shared HTTP transport, counters, workers.
@@ -160,6 +169,8 @@ type runner struct {
 	tokens     []string
 	exhausted  atomic.Bool
 	prepStatus string
+	oidc       *oidcState  // sso-consent
+	burst      *burstState // burst
 }
 
 // worker is one sequential client.
@@ -245,8 +256,16 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	deadline := time.Time{}
 	if o.Count == 0 {
 		deadline = start.Add(o.Duration)
-		t := time.AfterFunc(o.Duration, func() { r.stop.Store(true) })
-		defer t.Stop()
+		if m.timed == nil {
+			t := time.AfterFunc(o.Duration, func() { r.stop.Store(true) })
+			defer t.Stop()
+		}
+	}
+	timedDone := make(chan struct{})
+	if m.timed != nil {
+		go func() { defer close(timedDone); m.timed(ctx, r) }()
+	} else {
+		close(timedDone)
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -265,6 +284,7 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 		}()
 	}
 	wg.Wait()
+	<-timedDone
 	elapsed := time.Since(start)
 	var after counterSample
 	var sampleErr error
@@ -317,6 +337,9 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 		res.Steps = append(res.Steps, s)
 	}
 	res.Errors = merged.errorCounts()
+	if m.finish != nil {
+		m.finish(r, res, merged)
+	}
 	return res, nil
 }
 
@@ -401,6 +424,9 @@ func errorKey(err error) string {
 		return "no local port (EADDRNOTAVAIL)"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// e.g. the server's WriteTimeout closed the connection
+		return "connection closed by the server (EOF)"
 	}
 	return "transport error"
 }
@@ -521,6 +547,7 @@ type result struct {
 	LoadStart   float64        `json:"loadavg_start"`
 	LoadEnd     float64        `json:"loadavg_end"`
 	Note        string         `json:"note,omitempty"`
+	Burst       *burstResult   `json:"burst,omitempty"`
 
 	// ServerCPUus is the server's CPU time per iteration, in microseconds.
 	ServerCPUus float64 `json:"server_cpu_us_per_iter,omitempty"`
@@ -586,6 +613,9 @@ func writeTable(w io.Writer, res *result) {
 		for _, k := range keys {
 			fmt.Fprintf(w, "  %6d  %s\n", res.Errors[k], k)
 		}
+	}
+	if res.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", res.Note)
 	}
 	fmt.Fprintf(w, "load average %.1f → %.1f; authbench CPU %.2f cores", res.LoadStart, res.LoadEnd, res.BenchCPU)
 	if res.ServerCPU > 0 {

@@ -63,6 +63,23 @@ var modes = map[string]mode{
 		check: needConfidentialClient,
 		iter:  iterClientCredentials,
 	},
+	"sso-consent": {
+		steps:   []string{"authorize", "token"},
+		check:   needThirdPartyClient,
+		prepare: prepareConsent,
+		iter:    iterSSOConsent,
+		finish:  finishConsent,
+	},
+	"burst": {
+		// "token" is the exchange before the burst; finish adds
+		// "token-burst" and "signin".
+		steps:   []string{"token"},
+		check:   checkBurst,
+		prepare: prepareBurst,
+		iter:    iterBurstExchange,
+		timed:   runBurst,
+		finish:  finishBurst,
+	},
 	"ceiling-http": {
 		steps: []string{"token"},
 		check: func(*options) error { return nil },
@@ -98,6 +115,7 @@ func needConfidentialClient(o *options) error {
 type tokenBody struct {
 	AccessToken  string `json:"access_token"`
 	RefreshToken string `json:"refresh_token"`
+	IDToken      string `json:"id_token"`
 	Error        string `json:"error"`
 	Active       *bool  `json:"active"`
 }
@@ -195,8 +213,8 @@ func (r *runner) newBrowser() *http.Client {
 }
 
 // authorizeURL returns an authorization request with a fresh PKCE
-// verifier (S256) and a unique state.
-func (r *runner) authorizeURL(state string) (authURL, verifier string) {
+// verifier (S256) and a unique state, plus opts (nonce, prompt).
+func (r *runner) authorizeURL(state string, opts ...oauth2.AuthCodeOption) (authURL, verifier string) {
 	conf := oauth2.Config{
 		ClientID:    r.o.ClientID,
 		Endpoint:    oauth2.Endpoint{AuthURL: r.o.Target + "/oauth2/authorize"},
@@ -204,7 +222,7 @@ func (r *runner) authorizeURL(state string) (authURL, verifier string) {
 		Scopes:      strings.Fields(r.o.Scope),
 	}
 	verifier = oauth2.GenerateVerifier()
-	return conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), verifier
+	return conf.AuthCodeURL(state, append(opts, oauth2.S256ChallengeOption(verifier))...), verifier
 }
 
 func (w *worker) nextState() string {
@@ -330,6 +348,14 @@ func (r *runner) exchangeCode(ctx context.Context, code, verifier string) (token
 // each step on w when timed, and returns the code and verifier. b keeps
 // the session cookie.
 func (w *worker) signIn(ctx context.Context, b *http.Client, timed bool) (code, verifier string, err error) {
+	code, verifier, _, err = w.signInWith(ctx, b, timed)
+	return code, verifier, err
+}
+
+// signInWith is signIn with extra authorization request parameters
+// (opts); consented reports whether the consent page was shown and
+// allowed.
+func (w *worker) signInWith(ctx context.Context, b *http.Client, timed bool, opts ...oauth2.AuthCodeOption) (code, verifier string, consented bool, err error) {
 	r := w.r
 	do := func(name string, f func() error) error {
 		if timed {
@@ -338,7 +364,7 @@ func (w *worker) signIn(ctx context.Context, b *http.Client, timed bool) (code, 
 		return f()
 	}
 	state := w.nextState()
-	authURL, verifier := r.authorizeURL(state)
+	authURL, verifier := r.authorizeURL(state, opts...)
 	var f form
 	err = do("authorize", func() error {
 		status, loc, body, err := r.get(ctx, b, authURL)
@@ -360,7 +386,7 @@ func (w *worker) signIn(ctx context.Context, b *http.Client, timed bool) (code, 
 		return &httpError{status: status, code: "(expected the login page)"}
 	})
 	if err != nil || code != "" {
-		return code, verifier, err
+		return code, verifier, false, err
 	}
 	var status int
 	var loc string
@@ -387,7 +413,7 @@ func (w *worker) signIn(ctx context.Context, b *http.Client, timed bool) (code, 
 		return err
 	})
 	if err != nil || code != "" {
-		return code, verifier, err
+		return code, verifier, false, err
 	}
 	err = do("consent", func() error {
 		status, loc, _, err := r.submit(ctx, b, f, url.Values{"step": {"consent"}, "decision": {"allow"}})
@@ -397,7 +423,7 @@ func (w *worker) signIn(ctx context.Context, b *http.Client, timed bool) (code, 
 		code, err = r.codeFrom(status, loc, state)
 		return err
 	})
-	return code, verifier, err
+	return code, verifier, err == nil, err
 }
 
 // ssoCode gets a code with w's signed-in browser (no password).

@@ -13,8 +13,8 @@
 //	authbench free-port [-n N]             N free TCP ports on 127.0.0.1
 //	authbench check-server -pid PID URL... check that PID is what listens there
 //
-// Modes: login, sso, exchange, replay, refresh, introspect,
-// client-credentials (and ceiling-http, to load an external
+// Modes: login, sso, sso-consent, exchange, burst, replay, refresh,
+// introspect, client-credentials (and ceiling-http, to load an external
 // "authbench ceiling-http -serve-only").
 //
 // Traffic goes only where -target points; the script bench/run.sh points it
@@ -69,7 +69,14 @@ Usage:
 Modes:
   login               authorize → login form (password, CSRF) → consent/skip → token (PKCE S256)
   sso                 authorize with the session cookie (no password) → token
+  sso-consent         a returning user of a third-party client (no skip_consent; an https
+                      -redirect-uri): authorize with the session cookie, a nonce and the
+                      consent remembered (allowed once per browser, not timed) → token →
+                      ID token checked (nonce, aud, iss, exp, ES256/RS256 signature)
   exchange            token exchange only; codes minted ahead in the same run (not timed)
+  burst               exchanges as in "exchange" for half of -d, then -burst password
+                      sign-ins (login flows) at once while the exchanges go on; reports
+                      the exchange p99 before and during the burst and their ratio
   replay              duplicate exchanges answered by the replay cache
   refresh             refresh_token grant, rotating
   introspect          RFC 7662 introspection by a confidential client
@@ -109,7 +116,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stderr, usage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.Mode, "mode", "", "login, sso, exchange, replay, refresh, introspect, client-credentials or ceiling-http")
+	fs.StringVar(&o.Mode, "mode", "", "login, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
 	o.loadFlags(fs)
 	o.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -120,7 +127,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m, ok := modes[o.Mode]
 	if !ok {
-		return usagef("-mode: %q is not one of login, sso, exchange, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
+		return usagef("-mode: %q is not one of login, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
 	}
 	if err := o.validate(); err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 )
 
 // modeOrder is the order of rows in a report.
-var modeOrder = []string{"login", "sso", "exchange", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
+var modeOrder = []string{"login", "sso", "sso-consent", "exchange", "burst", "replay", "refresh", "introspect", "client-credentials", "ceiling-http", "ceiling-db"}
 
 // cmdReport prints a Markdown report of -json results: a summary row per
 // run with its ratio to the HTTP and database ceilings measured at the
@@ -124,6 +124,7 @@ func writeReport(w io.Writer, results []*result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2), and in microseconds of CPU time per iteration (failed ones included). SQL and Redis columns are per iteration of the timed phase, from authd's counters on /metrics (authd_db_statements_total, authd_db_round_trips_total, authd_redis_commands_total, authd_redis_round_trips_total) read when it starts and ends, so preparation is excluded and background jobs (janitor, key rotation) are included; the database ceiling counts its own statements the same way. Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
 	fmt.Fprintln(w)
+	writeBurstReport(w, results)
 	fmt.Fprintln(w, "### Every step")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| mode | c | step | ok | errors | ok/s | mean ms | p50 ms | p90 ms | p99 ms | max ms |")
