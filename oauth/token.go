@@ -147,7 +147,7 @@ func (s *Server) writeToken(w http.ResponseWriter, req *tokenRequest, a *answer,
 	}
 	s.metrics.tokenRequests.WithLabelValues(req.grantType, outcome).Inc()
 	s.metrics.exchangeTime.WithLabelValues(req.grantType, a.path).Observe(time.Since(start).Seconds())
-	writeJSON(w, http.StatusOK, a.body)
+	writeJSONBytes(w, http.StatusOK, a.body.appendJSON(make([]byte, 0, 1024)))
 }
 
 // parseTokenForm enforces the request format of the token, revocation and
@@ -157,9 +157,11 @@ func (s *Server) writeToken(w http.ResponseWriter, req *tokenRequest, a *answer,
 // included more than once). It parses r.PostForm. Errors are
 // invalid_request (413 for an oversized body).
 func parseTokenForm(r *http.Request) error {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/x-www-form-urlencoded" {
-		return fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 Section 3.2); JSON bodies are not accepted.")
+	if ct := r.Header.Get("Content-Type"); ct != "application/x-www-form-urlencoded" { // the common case, parsed for free
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/x-www-form-urlencoded" {
+			return fosite.ErrInvalidRequest.WithHint("The request body must be application/x-www-form-urlencoded (RFC 6749 Section 3.2); JSON bodies are not accepted.")
+		}
 	}
 	if err := r.ParseForm(); err != nil {
 		var mbe *http.MaxBytesError
@@ -174,6 +176,9 @@ func parseTokenForm(r *http.Request) error {
 		if len(v) > 1 {
 			return errDuplicateParam(k)
 		}
+	}
+	if r.URL.RawQuery == "" {
+		return nil
 	}
 	for k, v := range r.URL.Query() {
 		if _, dup := r.PostForm[k]; dup || len(v) > 1 {

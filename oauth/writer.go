@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,51 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Pragma", "no-cache")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeJSONBytes is writeJSON for a body already encoded.
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json;charset=UTF-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// appendJSON appends b as encoding/json encodes it (the same bytes, field
+// order and trailing newline as writeJSON), without reflection: the token
+// response is the hottest answer authd writes.
+func (b *tokenBody) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"access_token":`...)
+	dst = appendJSONString(dst, b.AccessToken)
+	dst = append(dst, `,"token_type":`...)
+	dst = appendJSONString(dst, b.TokenType)
+	dst = append(dst, `,"expires_in":`...)
+	dst = strconv.AppendInt(dst, b.ExpiresIn, 10)
+	for _, f := range [...]struct{ name, v string }{{`,"scope":`, b.Scope}, {`,"refresh_token":`, b.RefreshToken}, {`,"id_token":`, b.IDToken}} {
+		if f.v != "" {
+			dst = append(dst, f.name...)
+			dst = appendJSONString(dst, f.v)
+		}
+	}
+	return append(dst, "}\n"...)
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: printable ASCII other than the characters it escapes is
+// copied; anything else goes through encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(dst, q...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // oauthErrorBody is an RFC 6749 §5.2 error response.
