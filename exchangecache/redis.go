@@ -99,7 +99,7 @@ type RedisOptions struct {
 // a single command or Lua script on a single key, so it is atomic and works
 // on a standalone server, Sentinel or Cluster.
 type Redis struct {
-	client   redis.UniversalClient
+	client   redis.Cmdable
 	opts     RedisOptions
 	lastWarn atomic.Int64 // Unix nanoseconds of the last warning
 }
@@ -107,14 +107,16 @@ type Redis struct {
 var _ Cache = (*Redis)(nil)
 
 // NewRedis returns a Cache backed by client, which may be a *redis.Client,
-// *redis.ClusterClient or failover client.
+// *redis.ClusterClient or failover client, or the automatic pipeliner of one
+// (redis.Client.AutoPipeline: concurrent requests' commands share round
+// trips, which is how authd serve uses it).
 //
 // The client should be created with ContextTimeoutEnabled: true; without it
 // go-redis ignores context deadlines for socket reads and writes, and
 // RedisOptions.Timeout is then only enforced by the client's own
 // ReadTimeout/WriteTimeout (default 3-5 s). NewRedis panics if opts.Prefix
 // contains '{' or '}' (a programming error at wiring time).
-func NewRedis(client redis.UniversalClient, opts RedisOptions) *Redis {
+func NewRedis(client redis.Cmdable, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultRedisPrefix
 	}
