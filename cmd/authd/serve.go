@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -56,8 +57,20 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(stderr, true, level)
+	if getenv("GOMEMLIMIT") == "" {
+		// A password hash allocates 19 MiB (argon2id, package password),
+		// all garbage once it returns; without a limit the heap grows by
+		// several hashes before the collector runs (peak RSS near 100 MiB
+		// under a sign-in burst on two cores). A soft limit makes it
+		// collect sooner; steady-state token traffic stays far below it.
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	return serve(ctx, c, log, nil, stdout)
 }
+
+// defaultMemoryLimit is authd serve's soft memory limit (Go's GOMEMLIMIT,
+// which overrides it): bytes.
+const defaultMemoryLimit = 64 << 20
 
 // serve wires the store, cache and server and runs the HTTP listener.
 // ready, if set, is called with the server once it listens (dev seeding).
