@@ -127,40 +127,37 @@ func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, se
 			return mc.rec.Decode(mc.client, session)
 		}
 	}
-	var req fosite.Requester
-	var err error
-	if m != nil {
-		// The PKCE handler reads the code's PKCE session next: both in
-		// one round trip.
-		var pkce fosite.Requester
-		var pkceErr error
-		req, pkce, err, pkceErr = f.Store.GetAuthorizeCodeAndPKCE(ctx, sig, session, &fosite.DefaultSession{})
-		mp := memoPKCE{err: pkceErr}
-		if pkceErr == nil {
-			if rec, eerr := storage.EncodeRequest(pkce); eerr == nil {
-				mp.rec, mp.client = rec, pkce.GetClient()
-			} else {
-				mp.err = eerr
-			}
+	if m == nil {
+		req, err := f.Store.GetAuthorizeCodeSession(ctx, sig, session)
+		if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && req != nil {
+			return nil, &errGrantUsed{requestID: req.GetID()}
 		}
-		m.mu.Lock()
-		m.pkce[sig] = mp
-		m.mu.Unlock()
-	} else {
-		req, err = f.Store.GetAuthorizeCodeSession(ctx, sig, session)
-	}
-	if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && req != nil {
-		return nil, &errGrantUsed{requestID: req.GetID()}
-	}
-	if err != nil || m == nil {
 		return req, err
 	}
-	// Snapshot now, before fosite changes the request or its session.
-	if rec, eerr := storage.EncodeRequest(req); eerr == nil {
-		m.mu.Lock()
-		m.codes[sig] = memoCode{rec: rec.Clone(), client: req.GetClient()}
-		m.mu.Unlock()
+	// The PKCE handler reads the code's PKCE session next: both in one
+	// round trip, as stored records, so the memo keeps them without
+	// encoding them again.
+	code, pkce, err, pkceErr := f.Store.GetAuthorizeCodeAndPKCERecords(ctx, sig)
+	mp := memoPKCE{err: pkceErr}
+	if pkceErr == nil {
+		mp.rec, mp.client = pkce.Record, pkce.Client
 	}
+	m.mu.Lock()
+	m.pkce[sig] = mp
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if !code.Active {
+		return nil, &errGrantUsed{requestID: code.Record.RequestID}
+	}
+	req, err := code.Record.Clone().Decode(code.Client, session)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.codes[sig] = memoCode{rec: code.Record, client: code.Client}
+	m.mu.Unlock()
 	return req, nil
 }
 

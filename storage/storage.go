@@ -186,6 +186,20 @@ type Batcher interface {
 	// exactly what GetAuthorizeCodeSession and GetPKCERequestSession
 	// would return for sig.
 	GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error)
+	// GetAuthorizeCodeAndPKCERecords is GetAuthorizeCodeAndPKCE without
+	// the decoding: the stored records, for a caller that decodes them
+	// more than once (oauth's code memo). A missing code, PKCE session or
+	// client is ErrNotFound; a redeemed code is returned with Active false
+	// and no error. The caller owns the results.
+	GetAuthorizeCodeAndPKCERecords(ctx context.Context, sig string) (code, pkce *StoredRequest, codeErr, pkceErr error)
+}
+
+// StoredRequest is a stored request as read: its record, its client
+// (rehydrated) and whether it is still active.
+type StoredRequest struct {
+	Record Record
+	Client fosite.Client
+	Active bool
 }
 
 // Pinger reports whether the backend is reachable (for /readyz).

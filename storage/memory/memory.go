@@ -450,6 +450,20 @@ func (s *Store) create(ctx context.Context, kind string, t table, sig string, r 
 // rehydrated, and whether it is active. It returns storage.ErrNotFound if
 // the row or its client is missing.
 func (s *Store) get(kind string, t table, sig string, session fosite.Session) (*fosite.Request, bool, error) {
+	sr, err := s.stored(kind, t, sig)
+	if err != nil {
+		return nil, false, err
+	}
+	req, err := sr.Record.Decode(sr.Client, session)
+	if err != nil {
+		return nil, false, fmt.Errorf("memory: get %s: %w", kind, err)
+	}
+	return req, sr.Active, nil
+}
+
+// stored returns the row of t under sig, undecoded, with its client; a
+// missing row or client is storage.ErrNotFound.
+func (s *Store) stored(kind string, t table, sig string) (*storage.StoredRequest, error) {
 	var (
 		e      entry
 		client storage.Client
@@ -466,13 +480,9 @@ func (s *Store) get(kind string, t table, sig string, session fosite.Session) (*
 		}
 	})
 	if !ok {
-		return nil, false, fmt.Errorf("memory: get %s: %w", kind, storage.ErrNotFound)
+		return nil, fmt.Errorf("memory: get %s: %w", kind, storage.ErrNotFound)
 	}
-	req, err := e.rec.Decode(&client, session)
-	if err != nil {
-		return nil, false, fmt.Errorf("memory: get %s: %w", kind, err)
-	}
-	return req, e.active, nil
+	return &storage.StoredRequest{Record: e.rec, Client: &client, Active: e.active}, nil
 }
 
 // deactivateByRequest marks every row of t with request ID id inactive.

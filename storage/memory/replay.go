@@ -193,6 +193,14 @@ func (s *Store) CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayR
 	return keys, s.Commit(ctx)
 }
 
+// GetAuthorizeCodeAndPKCERecords reads the code and its PKCE session as
+// stored, undecoded.
+func (s *Store) GetAuthorizeCodeAndPKCERecords(_ context.Context, sig string) (code, pkce *storage.StoredRequest, codeErr, pkceErr error) {
+	code, codeErr = s.stored("authorize code", s.codes, sig)
+	pkce, pkceErr = s.stored("pkce session", s.pkce, sig)
+	return code, pkce, codeErr, pkceErr
+}
+
 // GetAuthorizeCodeAndPKCE is GetAuthorizeCodeSession and
 // GetPKCERequestSession: the memory store has no round trips to save.
 func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {

@@ -89,36 +89,67 @@ func getSQL(table string) string {
 
 // scanRequest decodes a row of getSQL.
 func scanRequest(table string, row pgx.Row, session fosite.Session) (*fosite.Request, bool, error) {
-	op := "get " + kinds[table]
-	var (
-		rec    storage.Record
-		active bool
-	)
+	sr, err := scanRecord(table, row)
+	if err != nil {
+		return nil, false, err
+	}
+	req, err := sr.Record.Decode(sr.Client, session)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: get %s: %w", kinds[table], err)
+	}
+	return req, sr.Active, nil
+}
+
+// scanRecord scans a row of getSQL without decoding it.
+func scanRecord(table string, row pgx.Row) (*storage.StoredRequest, error) {
+	sr := &storage.StoredRequest{}
+	rec := &sr.Record
 	client, err := scanClient(row,
-		&active, &rec.RequestID, &rec.ClientID, &rec.Subject, &rec.RequestedAt,
+		&sr.Active, &rec.RequestID, &rec.ClientID, &rec.Subject, &rec.RequestedAt,
 		&rec.RequestedScopes, &rec.GrantedScopes, &rec.RequestedAudience, &rec.GrantedAudience,
 		&rec.Form, &rec.Session)
 	if err != nil {
-		return nil, false, translate(op, err)
+		return nil, translate("get "+kinds[table], err)
 	}
-	req, err := rec.Decode(client, session)
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: %s: %w", op, err)
-	}
-	return req, active, nil
+	sr.Client = client
+	return sr, nil
 }
 
 // GetAuthorizeCodeAndPKCE reads a code and its PKCE session in one round
 // trip (pgx.Batch); each result is what GetAuthorizeCodeSession and
 // GetPKCERequestSession would return (storage.Batcher).
 func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
+	c, p, codeErr, pkceErr := s.GetAuthorizeCodeAndPKCERecords(ctx, sig)
+	if c != nil {
+		req, err := c.Record.Decode(c.Client, codeSession)
+		if err != nil {
+			return nil, nil, fmt.Errorf("postgres: get authorize code: %w", err), pkceErr
+		}
+		code = req
+		if !c.Active {
+			codeErr = storage.ErrInvalidatedAuthorizeCode
+		}
+	}
+	if p != nil {
+		req, err := p.Record.Decode(p.Client, pkceSession)
+		if err != nil {
+			pkceErr = fmt.Errorf("postgres: get pkce session: %w", err)
+		} else {
+			pkce = req
+		}
+	}
+	return code, pkce, codeErr, pkceErr
+}
+
+// GetAuthorizeCodeAndPKCERecords reads a code and its PKCE session in one
+// round trip, undecoded (storage.Batcher). In a deferred transaction the
+// code's row is locked (FOR UPDATE): redeeming it then cannot lose a race
+// and is queued with the other writes, and a concurrent exchange of the
+// same code waits here until this one commits, and then reads it redeemed.
+func (s *Store) GetAuthorizeCodeAndPKCERecords(ctx context.Context, sig string) (code, pkce *storage.StoredRequest, codeErr, pkceErr error) {
 	b := &pgx.Batch{}
 	q := s.queueFrom(ctx)
 	if q != nil {
-		// A deferred transaction: lock the code's row, so that redeeming
-		// it cannot lose a race and is queued with the other writes. A
-		// concurrent exchange of the same code waits here until this one
-		// commits, and then reads it redeemed.
 		b.Queue(getSQL(tableCodes)+` FOR UPDATE OF t`, sig)
 	} else {
 		b.Queue(getSQL(tableCodes), sig)
@@ -130,22 +161,13 @@ func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSes
 	} else {
 		br = s.pool.SendBatch(ctx, b)
 	}
-	c, active, codeErr := scanRequest(tableCodes, br.QueryRow(), codeSession)
-	p, _, pkceErr := scanRequest(tablePKCE, br.QueryRow(), pkceSession)
+	code, codeErr = scanRecord(tableCodes, br.QueryRow())
+	pkce, pkceErr = scanRecord(tablePKCE, br.QueryRow())
 	if err := br.Close(); err != nil && codeErr == nil {
-		codeErr = translate("get authorize code", err)
+		code, codeErr = nil, translate("get authorize code", err)
 	}
-	if c != nil {
-		code = c
-		if codeErr == nil && !active {
-			codeErr = storage.ErrInvalidatedAuthorizeCode
-		}
-		if codeErr == nil && q != nil {
-			q.locked[sig] = true
-		}
-	}
-	if p != nil {
-		pkce = p
+	if code != nil && code.Active && q != nil {
+		q.locked[sig] = true
 	}
 	return code, pkce, codeErr, pkceErr
 }

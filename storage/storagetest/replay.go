@@ -394,6 +394,14 @@ func testCodeAndPKCE(t *testing.T, s storage.Store) {
 	if cerr != nil || perr != nil || code.GetID() != "grant-1" || pkce.GetID() != "grant-1" {
 		t.Fatalf("both present: %v %v %v %v", code, pkce, cerr, perr)
 	}
+	rc, rp, cerr, perr := s.GetAuthorizeCodeAndPKCERecords(ctx, "code1")
+	if cerr != nil || perr != nil || !rc.Active || rc.Record.RequestID != "grant-1" || rp.Record.RequestID != "grant-1" ||
+		rc.Client.GetID() != "c1" || string(rc.Record.Session) == "" {
+		t.Fatalf("records, both present: %+v %+v %v %v", rc, rp, cerr, perr)
+	}
+	if _, _, cerr, perr := s.GetAuthorizeCodeAndPKCERecords(ctx, "missing"); !errors.Is(cerr, storage.ErrNotFound) || !errors.Is(perr, storage.ErrNotFound) {
+		t.Fatalf("records of a missing code: %v %v, want ErrNotFound", cerr, perr)
+	}
 	if err := s.InvalidateAuthorizeCodeSession(ctx, "code1"); err != nil {
 		t.Fatal(err)
 	}
