@@ -318,7 +318,9 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	for _, scope := range ar.GetRequestedScopes() {
 		ar.GrantScope(scope)
 	}
-	tx, err := s.store.BeginTX(ctx)
+	// One transaction; the code, its PKCE session and the session's use
+	// are queued and go to PostgreSQL with COMMIT (storage.Batcher).
+	tx, err := s.store.BeginDeferredTX(ctx)
 	if err != nil {
 		s.log.Error("begin", "error", err)
 		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
@@ -368,6 +370,13 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		return
 	}
 	if err := s.store.Commit(tx); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			// The session's use was queued (UseSession): it ended
+			// meanwhile (or the client was deleted); no code exists.
+			s.cookies.clearSession(w)
+			s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+			return
+		}
 		s.log.Error("commit code", "error", err)
 		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 		return

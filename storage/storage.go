@@ -164,11 +164,14 @@ type GrantChecker interface {
 
 // Batcher begins transactions whose blind writes travel together.
 type Batcher interface {
-	// BeginDeferredTX is BeginTX for a token exchange: in the returned
-	// transaction, InvalidateAuthorizeCodeSession (of a code this
-	// transaction read with GetAuthorizeCodeAndPKCE, which then locks it),
-	// CreateAccessTokenSession, CreateRefreshTokenSession and
-	// DeletePKCERequestSession may be queued instead of sent, and go to the
+	// BeginDeferredTX is BeginTX for a token exchange or a code's issue:
+	// in the returned transaction, InvalidateAuthorizeCodeSession (of a
+	// code this transaction read with GetAuthorizeCodeAndPKCE, which then
+	// locks it), CreateAuthorizeCodeSession, CreatePKCERequestSession,
+	// CreateAccessTokenSession, CreateRefreshTokenSession,
+	// DeletePKCERequestSession and TouchSession (which then returns a nil
+	// session, and fails the commit with ErrNotFound for a session that is
+	// no longer valid) may be queued instead of sent, and go to the
 	// server together with the next PutReplayRecord or with Commit (or
 	// CommitWithReplayRecord), which then report their errors (a failed
 	// queued write fails the transaction). BEGIN itself may travel with the

@@ -64,8 +64,8 @@ func (s *Store) create(ctx context.Context, table, sig string, r fosite.Requeste
 		args = append(args, accessSig)
 	}
 	sql := `INSERT INTO ` + table + ` (` + cols + `) VALUES (` + vals + `)`
-	if (table == tableAccess || table == tableRefresh) && s.enqueue(ctx, op, sql, args...) {
-		return nil // sent with the next PutReplayRecord or Commit
+	if table != tablePAR && s.enqueue(ctx, op, sql, args...) {
+		return nil // deferred: sent with the next PutReplayRecord or Commit
 	}
 	_, err = s.q(ctx).Exec(ctx, sql, args...)
 	return translate(op, err)

@@ -64,7 +64,18 @@ func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (*stor
 }
 
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
+//
+// In a deferred transaction (BeginDeferredTX) the update is queued and
+// TouchSession returns (nil, nil); a session that is not valid then fails
+// the commit with storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
+	if s.enqueueChecked(ctx, queuedOp{op: "touch session", errNone: storage.ErrNotFound}, `UPDATE sessions s
+		SET idle_expires_at = least($3::timestamptz, s.expires_at), last_seen_at = $2
+		FROM users u
+		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
+		  AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, now.Add(idle)) {
+		return nil, nil
+	}
 	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `UPDATE sessions s
 		SET idle_expires_at = least($3::timestamptz, s.expires_at), last_seen_at = $2
 		FROM users u
