@@ -78,6 +78,23 @@ func (s *Service) ResumeSession(ctx context.Context, ref string) (Session, error
 	return viewSession(x), nil
 }
 
+// ResumeSessionUser is ResumeSession with the session's user, read
+// together (one round trip): ErrNoSession for no valid session (ended,
+// expired, or its user disabled).
+func (s *Service) ResumeSessionUser(ctx context.Context, ref string) (Session, User, error) {
+	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
+		return Session{}, User{}, ErrNoSession
+	}
+	x, u, err := s.store.GetSessionUser(ctx, sessionID(ref), s.opts.Now())
+	if errors.Is(err, storage.ErrNotFound) {
+		return Session{}, User{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, User{}, fmt.Errorf("identity: resume session: %w", err)
+	}
+	return viewSession(x), view(u), nil
+}
+
 // UseSession marks the session used (its idle expiry moves forward) and
 // confirms it is still valid, or returns ErrNoSession. Run it in the
 // transaction that stores a code: in PostgreSQL it waits for a concurrent

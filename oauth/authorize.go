@@ -62,15 +62,14 @@ func (s *Server) currentSession(ctx context.Context, r *http.Request) (signedIn,
 	if ref == "" {
 		return signedIn{}, false
 	}
-	bs, err := s.people.ResumeSession(ctx, ref)
+	bs, u, err := s.people.ResumeSessionUser(ctx, ref)
 	if err != nil {
 		if !errors.Is(err, identity.ErrNoSession) {
 			s.log.Error("resume session", "error", err)
 		}
 		return signedIn{}, false
 	}
-	u, err := s.people.GetBySubject(ctx, bs.Subject)
-	if err != nil || u.Disabled {
+	if u.Disabled {
 		return signedIn{}, false
 	}
 	return signedIn{ref: ref, session: bs, user: u}, true

@@ -37,6 +37,10 @@ type SessionStore interface {
 	// and its user is not disabled, without changing it (a plain read: it
 	// never waits for a concurrent write). Otherwise it returns ErrNotFound.
 	GetSession(ctx context.Context, id string, now time.Time) (*Session, error)
+	// GetSessionUser is GetSession with the session's user, read together
+	// (one query where the backend has them): what a request with a
+	// session cookie needs. ErrNotFound as GetSession.
+	GetSessionUser(ctx context.Context, id string, now time.Time) (*Session, *User, error)
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its
 	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one

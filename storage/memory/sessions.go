@@ -67,6 +67,26 @@ func (s *Store) GetSession(_ context.Context, id string, now time.Time) (*storag
 	return out, nil
 }
 
+// GetSessionUser returns a valid session and its user, or
+// storage.ErrNotFound.
+func (s *Store) GetSessionUser(_ context.Context, id string, now time.Time) (*storage.Session, *storage.User, error) {
+	var (
+		out  *storage.Session
+		user *storage.User
+	)
+	s.tx(func() {
+		x, ok := s.sessions[id]
+		u, userOK := s.users[x.Subject]
+		if ok && userOK && !u.Disabled && sessionValid(x, now) {
+			out, user = cloneSession(x), cloneUser(u)
+		}
+	})
+	if out == nil {
+		return nil, nil, fmt.Errorf("memory: get session: %w", storage.ErrNotFound)
+	}
+	return out, user, nil
+}
+
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	var out *storage.Session

@@ -63,6 +63,31 @@ func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (*stor
 	return sess, nil
 }
 
+// GetSessionUser returns a valid session and its user in one query, or
+// storage.ErrNotFound.
+func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*storage.Session, *storage.User, error) {
+	var x storage.Session
+	var u storage.User
+	err := s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
+		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at,
+		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at
+		FROM sessions s JOIN users u ON u.subject = s.subject
+		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now).
+		Scan(&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt,
+			&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt)
+	if err != nil {
+		return nil, nil, translate("get session and user", err)
+	}
+	for _, t := range []*time.Time{&x.AuthTime, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt, &u.CreatedAt, &u.UpdatedAt} {
+		*t = storage.NormalizeTime(*t)
+	}
+	if x.AMR == nil {
+		x.AMR = []string{}
+	}
+	u.Subject = x.Subject
+	return &x, &u, nil
+}
+
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
 //
 // In a deferred transaction (BeginDeferredTX) the update is queued and

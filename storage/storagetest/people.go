@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -195,6 +196,14 @@ func testSessions(t *testing.T, s storage.Store) {
 	if got.Subject != u.Subject || !got.IdleExpiresAt.Equal(now.Add(30*time.Minute)) {
 		t.Errorf("GetSession = %#v", got)
 	}
+	gs, gu, err := s.GetSessionUser(ctx, "hash-1", now.Add(time.Minute))
+	noErr(t, "GetSessionUser", err)
+	wantUser, _ := s.GetUserBySubject(ctx, u.Subject)
+	if !reflect.DeepEqual(gs, got) || !reflect.DeepEqual(gu, wantUser) {
+		t.Errorf("GetSessionUser = %#v, %#v; want %#v, %#v", gs, gu, got, wantUser)
+	}
+	_, _, err = s.GetSessionUser(ctx, "hash-1", now.Add(31*time.Minute))
+	wantErr(t, "GetSessionUser after idle expiry", err, storage.ErrNotFound)
 	_, err = s.GetSession(ctx, "hash-1", now.Add(31*time.Minute))
 	wantErr(t, "GetSession after idle expiry", err, storage.ErrNotFound)
 	_, err = s.GetSession(ctx, "missing", now)
@@ -263,6 +272,8 @@ func testSessionDisabled(t *testing.T, s storage.Store) {
 	wantErr(t, "TouchSession of a disabled user", err, storage.ErrNotFound)
 	_, err = s.GetSession(ctx, "h", now)
 	wantErr(t, "GetSession of a disabled user", err, storage.ErrNotFound)
+	_, _, err = s.GetSessionUser(ctx, "h", now)
+	wantErr(t, "GetSessionUser of a disabled user", err, storage.ErrNotFound)
 	wantErr(t, "CreateSession for a disabled user", s.CreateSession(ctx, &storage.Session{ID: "h2", Subject: u.Subject, AuthTime: now,
 		IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}), storage.ErrNotFound)
 }
