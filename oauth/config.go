@@ -126,8 +126,12 @@ type Deps struct {
 	Store storage.Store
 	// Cache is the exchange replay cache; nil disables replay.
 	Cache exchangecache.Cache
-	// Logger receives request and audit logs; default slog.Default().
+	// Logger receives audit and error logs; default slog.Default().
 	Logger *slog.Logger
+	// AccessLog receives the line logged for every HTTP request (its
+	// route, status and latency); default Logger. authd serve buffers it
+	// for up to 100 ms (one system call per request less).
+	AccessLog *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// DPoPReplay records the jti of DPoP proofs (package dpop, which fails

@@ -70,7 +70,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				sw.status = http.StatusOK
 			}
 			s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-			s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("route", route),

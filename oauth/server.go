@@ -28,6 +28,7 @@ type Server struct {
 	store    storage.Store
 	cache    exchangecache.Cache
 	log      *slog.Logger
+	access   *slog.Logger // the request log (Deps.AccessLog)
 	now      func() time.Time
 	provider *provider
 	hasher   *SecretHasher
@@ -73,6 +74,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	if deps.AccessLog == nil {
+		deps.AccessLog = deps.Logger
+	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
@@ -85,6 +89,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		store:   deps.Store,
 		cache:   deps.Cache,
 		log:     deps.Logger,
+		access:  deps.AccessLog,
 		now:     deps.Now,
 		hasher:  NewSecretHasher(cfg.Secret),
 		cookies: newCookieCodec(cfg.Secret, iss.Scheme == "https"),

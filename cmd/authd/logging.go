@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"log/slog"
+	"sync"
+	"time"
 )
 
 // newLogger returns the logger of a command: JSON (serve) or text (dev, the
@@ -31,4 +33,70 @@ func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 // discardLogger logs nothing (a CLI command without -v).
 func discardLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
+}
+
+// logSink is authd serve's stderr. A line written through Write goes out
+// at once, after any buffered lines (the order holds); a line written
+// through deferred() waits in a buffer and goes out with the next
+// immediate line, once 32 KiB have accumulated, or within 100 ms. Only the
+// access log (one line per HTTP request) is deferred: it saves a system
+// call per request. A process killed with SIGKILL loses at most the last
+// 100 ms of access lines; every warning and error is written at once.
+type logSink struct {
+	mu    sync.Mutex
+	w     io.Writer
+	buf   []byte
+	timer *time.Timer
+}
+
+const (
+	logSinkMax   = 32 << 10
+	logSinkDelay = 100 * time.Millisecond
+)
+
+func newLogSink(w io.Writer) *logSink { return &logSink{w: w} }
+
+// Write writes p at once, after the buffered lines.
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushLocked()
+	return s.w.Write(p)
+}
+
+// Flush writes the buffered lines.
+func (s *logSink) Flush() {
+	s.mu.Lock()
+	s.flushLocked()
+	s.mu.Unlock()
+}
+
+func (s *logSink) flushLocked() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if len(s.buf) > 0 {
+		_, _ = s.w.Write(s.buf)
+		s.buf = s.buf[:0]
+	}
+}
+
+// deferred is the writer of the buffered lines.
+func (s *logSink) deferred() io.Writer { return deferredLog{s} }
+
+type deferredLog struct{ s *logSink }
+
+func (d deferredLog) Write(p []byte) (int, error) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, p...)
+	switch {
+	case len(s.buf) >= logSinkMax:
+		s.flushLocked()
+	case s.timer == nil:
+		s.timer = time.AfterFunc(logSinkDelay, s.Flush)
+	}
+	return len(p), nil
 }

@@ -56,7 +56,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, true, level)
+	sink := newLogSink(stderr)
+	defer sink.Flush()
+	log := newLogger(sink, true, level)
 	if getenv("GOMEMLIMIT") == "" {
 		// A password hash allocates 19 MiB (argon2id, package password),
 		// all garbage once it returns; without a limit the heap grows by
@@ -65,7 +67,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		// collect sooner; steady-state token traffic stays far below it.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	return serve(ctx, c, log, nil, stdout)
+	return serve(ctx, c, log, newLogger(sink.deferred(), true, level), nil, stdout)
 }
 
 // defaultMemoryLimit is authd serve's soft memory limit (Go's GOMEMLIMIT,
@@ -74,7 +76,8 @@ const defaultMemoryLimit = 64 << 20
 
 // serve wires the store, cache and server and runs the HTTP listener.
 // ready, if set, is called with the server once it listens (dev seeding).
-func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Server, storage.Store, string) error, stdout io.Writer) error {
+// accessLog, if set, receives the one line per HTTP request (default log).
+func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready func(*oauth.Server, storage.Store, string) error, stdout io.Writer) error {
 	// Statements and round trips to PostgreSQL and Redis, on /metrics
 	// (authd_db_*, authd_redis_*): what authbench reports per iteration.
 	dbCount, redisCount := ops.NewDBCounter(), ops.NewRedisCounter()
@@ -97,7 +100,7 @@ func serve(ctx context.Context, c config, log *slog.Logger, ready func(*oauth.Se
 		c.Issuer = "http://" + ln.Addr().String()
 	}
 	oc := c.oauthConfig()
-	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, DPoPReplay: dpopReplay, Logger: log,
+	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, DPoPReplay: dpopReplay, Logger: log, AccessLog: accessLog,
 		AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
 		ln.Close()
@@ -246,7 +249,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	log := newLogger(stderr, false, slog.LevelInfo)
 	verifier := oauth2.GenerateVerifier()
 	c.demoVerifier = verifier
-	return serve(ctx, c, log, func(srv *oauth.Server, store storage.Store, issuer string) error {
+	return serve(ctx, c, log, nil, func(srv *oauth.Server, store storage.Store, issuer string) error {
 		hash, err := password.Default().Hash(ctx, []byte(demoPassword))
 		if err != nil {
 			return err
