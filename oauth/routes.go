@@ -41,11 +41,14 @@ func (s *Server) routes() http.Handler {
 	}))
 	html := func(h http.HandlerFunc) http.Handler { return securityHeaders(cop.Handler(h)) }
 
+	// mux tries the routes in order (a regular expression each): the
+	// busiest first. No two paths overlap, so the order decides nothing
+	// else.
+	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.Handle(pathAuthorize, authorizeByPost(html(s.handleAuthorize))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
-	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
