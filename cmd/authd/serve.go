@@ -78,7 +78,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // defaultMemoryLimit is authd serve's soft memory limit (Go's GOMEMLIMIT,
 // which overrides it): bytes.
-const defaultMemoryLimit = 64 << 20
+const defaultMemoryLimit = 48 << 20
 
 // defaultGCPercent is authd serve's GOGC (the environment's overrides it).
 const defaultGCPercent = 200
