@@ -19,6 +19,14 @@ func newLogger(w io.Writer, json bool, level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// newAccessLogger returns authd serve's request logger: JSON on w, like
+// newLogger's, without the ReplaceAttr pass (its attributes carry no
+// durations: latency_s is already seconds), which slog would otherwise run
+// on every attribute of every request.
+func newAccessLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
 // durationSeconds is a slog ReplaceAttr: a time.Duration attribute "k"
 // becomes "k_s", its value in seconds (a float). slog's JSON handler
 // would otherwise print nanoseconds, and its text handler "5m0s": one

@@ -73,7 +73,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		// collector's share of a token request's CPU halves.
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	return serve(ctx, c, log, newLogger(sink.deferred(), true, level), nil, stdout)
+	return serve(ctx, c, log, newAccessLogger(sink.deferred(), level), nil, stdout)
 }
 
 // defaultMemoryLimit is authd serve's soft memory limit (Go's GOMEMLIMIT,
