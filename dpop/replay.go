@@ -65,13 +65,13 @@ const DefaultRedisPrefix = "authd:dpop:jti:"
 // Redis is a ReplayStore shared by every replica: SET NX with an expiry,
 // one round trip bounded by timeout.
 type Redis struct {
-	client  redis.UniversalClient
+	client  redis.Cmdable
 	prefix  string
 	timeout time.Duration
 }
 
 // NewRedis returns a Redis store; timeout 0 is 150 ms.
-func NewRedis(client redis.UniversalClient, timeout time.Duration) *Redis {
+func NewRedis(client redis.Cmdable, timeout time.Duration) *Redis {
 	if timeout <= 0 {
 		timeout = 150 * time.Millisecond
 	}

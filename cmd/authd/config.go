@@ -303,7 +303,8 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 		}
 		replay = ap
 	}
-	return exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log}), dpop.NewRedis(client, 0), func() { _ = client.Close() }, nil
+	// The DPoP jti store (one SET NX per proof) shares the pipeliner.
+	return exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log}), dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
 }
 
 // parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
