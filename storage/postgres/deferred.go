@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/authd/authd/storage"
 )
@@ -77,6 +80,13 @@ func (s *Store) enqueueChecked(ctx context.Context, op queuedOp, sql string, arg
 	if q == nil {
 		return false
 	}
+	if op.errNone != nil {
+		// A statement matching no row is no error in PostgreSQL: the
+		// COMMIT behind it in the same pipeline would run and commit the
+		// other writes. Make "not one row" an error that aborts the
+		// transaction (division by zero), so COMMIT is skipped.
+		sql = `WITH checked AS (` + sql + ` RETURNING 1) SELECT 1 / (SELECT count(*) FROM checked)`
+	}
 	q.batch.Queue(sql, args...)
 	q.ops = append(q.ops, op)
 	return true
@@ -105,6 +115,10 @@ func readQueued(br pgx.BatchResults, ops []queuedOp, extra *queuedQuery) ([]stri
 	var firstErr error
 	for _, op := range ops {
 		tag, err := br.Exec()
+		var pgErr *pgconn.PgError
+		if err != nil && op.errNone != nil && errors.As(err, &pgErr) && pgErr.Code == pgerrcode.DivisionByZero && firstErr == nil {
+			firstErr = fmt.Errorf("postgres: %s: %w", op.op, op.errNone)
+		}
 		if err != nil && firstErr == nil {
 			firstErr = translate(op.op, err)
 		}
