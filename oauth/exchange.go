@@ -264,10 +264,12 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 // grant revoked since is invalid_grant without revoking anything more.
 func (x *grantExchanger) fromRecord(ctx context.Context, req *tokenRequest) (*answer, error) {
 	rec, err := x.store.GetReplayRecord(ctx, req.id.key)
-	if errors.Is(err, storage.ErrUnavailable) {
+	if errors.Is(err, storage.ErrUnavailable) || (err != nil && ctx.Err() != nil) {
 		// Not reuse: the database did not answer. 503, and the client's
 		// retry finds the record (found by the scale-out test: a
-		// concurrent duplicate during an outage got invalid_grant).
+		// concurrent duplicate during an outage got invalid_grant). Nor
+		// is a read that the client's hang-up canceled: taken for "no
+		// record", it revoked the grant of the client's own first attempt.
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
 	if err != nil {
