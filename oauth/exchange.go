@@ -64,7 +64,6 @@ type exchangeStore interface {
 	CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
-	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) ([]string, error)
 	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
 	RevokeAccessToken(ctx context.Context, requestID string) error
 	RevokeRefreshToken(ctx context.Context, requestID string) error

@@ -9,6 +9,41 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// sentCounter counts what is sent to a backend — items (statements,
+// commands) and the round trips they take — and exposes both as
+// Prometheus counters (a prometheus.Collector). DBCounter and RedisCounter
+// embed it.
+type sentCounter struct {
+	items      atomic.Uint64
+	roundTrips atomic.Uint64
+	metrics    [2]prometheus.CounterFunc
+}
+
+// init names the two counters.
+func (c *sentCounter) init(items, roundTrips prometheus.CounterOpts) {
+	c.metrics = [2]prometheus.CounterFunc{
+		prometheus.NewCounterFunc(items, func() float64 { return float64(c.items.Load()) }),
+		prometheus.NewCounterFunc(roundTrips, func() float64 { return float64(c.roundTrips.Load()) }),
+	}
+}
+
+// RoundTrips returns the number of round trips counted so far.
+func (c *sentCounter) RoundTrips() uint64 { return c.roundTrips.Load() }
+
+// Describe implements prometheus.Collector.
+func (c *sentCounter) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		m.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *sentCounter) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.metrics {
+		m.Collect(ch)
+	}
+}
+
 // DBCounter counts what authd sends to PostgreSQL: statements, and the
 // network round trips they take. Set it as the pgx tracer
 // (pgxpool.Config.ConnConfig.Tracer) and register it on the metrics
@@ -23,50 +58,28 @@ import (
 // batch is not reported by pgx and is not counted, nor are the pool's
 // liveness pings. Counting is two atomic adds per call, no allocation.
 type DBCounter struct {
-	statements atomic.Uint64
-	roundTrips atomic.Uint64
-	metrics    [2]prometheus.CounterFunc
+	sentCounter // items: statements
 }
 
 // NewDBCounter returns a DBCounter at zero.
 func NewDBCounter() *DBCounter {
 	c := &DBCounter{}
-	c.metrics = [2]prometheus.CounterFunc{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "authd_db_statements_total",
-			Help: "SQL statements sent to PostgreSQL (BEGIN and COMMIT included; a batch counts each statement it carries).",
-		}, func() float64 { return float64(c.statements.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "authd_db_round_trips_total",
-			Help: "Network round trips to PostgreSQL for statements (a batch is one; preparing a statement new to a connection is one more).",
-		}, func() float64 { return float64(c.roundTrips.Load()) }),
-	}
+	c.init(prometheus.CounterOpts{
+		Name: "authd_db_statements_total",
+		Help: "SQL statements sent to PostgreSQL (BEGIN and COMMIT included; a batch counts each statement it carries).",
+	}, prometheus.CounterOpts{
+		Name: "authd_db_round_trips_total",
+		Help: "Network round trips to PostgreSQL for statements (a batch is one; preparing a statement new to a connection is one more).",
+	})
 	return c
 }
 
 // Statements returns the number of statements counted so far.
-func (c *DBCounter) Statements() uint64 { return c.statements.Load() }
-
-// RoundTrips returns the number of round trips counted so far.
-func (c *DBCounter) RoundTrips() uint64 { return c.roundTrips.Load() }
-
-// Describe implements prometheus.Collector.
-func (c *DBCounter) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.metrics {
-		m.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *DBCounter) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.metrics {
-		m.Collect(ch)
-	}
-}
+func (c *DBCounter) Statements() uint64 { return c.items.Load() }
 
 // TraceQueryStart implements pgx.QueryTracer (Exec, Query, QueryRow).
 func (c *DBCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.statements.Add(1)
+	c.items.Add(1)
 	c.roundTrips.Add(1)
 	return ctx
 }
@@ -78,7 +91,7 @@ func (c *DBCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 // statements.
 func (c *DBCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
 	if data.Batch != nil {
-		c.statements.Add(uint64(data.Batch.Len()))
+		c.items.Add(uint64(data.Batch.Len()))
 	}
 	c.roundTrips.Add(1)
 	return ctx
@@ -93,7 +106,7 @@ func (c *DBCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndD
 // TraceCopyFromStart implements pgx.CopyFromTracer: one statement, counted
 // as one round trip however many rows it streams.
 func (c *DBCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	c.statements.Add(1)
+	c.items.Add(1)
 	c.roundTrips.Add(1)
 	return ctx
 }
@@ -135,46 +148,24 @@ var (
 // they are split between nodes: a pipeline spanning nodes still counts as
 // one round trip. Counting is two atomic adds per call, no allocation.
 type RedisCounter struct {
-	commands   atomic.Uint64
-	roundTrips atomic.Uint64
-	metrics    [2]prometheus.CounterFunc
+	sentCounter // items: commands
 }
 
 // NewRedisCounter returns a RedisCounter at zero.
 func NewRedisCounter() *RedisCounter {
 	c := &RedisCounter{}
-	c.metrics = [2]prometheus.CounterFunc{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "authd_redis_commands_total",
-			Help: "Commands sent to Redis (each command of a pipeline counted).",
-		}, func() float64 { return float64(c.commands.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "authd_redis_round_trips_total",
-			Help: "Network round trips to Redis (a pipeline is one).",
-		}, func() float64 { return float64(c.roundTrips.Load()) }),
-	}
+	c.init(prometheus.CounterOpts{
+		Name: "authd_redis_commands_total",
+		Help: "Commands sent to Redis (each command of a pipeline counted).",
+	}, prometheus.CounterOpts{
+		Name: "authd_redis_round_trips_total",
+		Help: "Network round trips to Redis (a pipeline is one).",
+	})
 	return c
 }
 
 // Commands returns the number of commands counted so far.
-func (c *RedisCounter) Commands() uint64 { return c.commands.Load() }
-
-// RoundTrips returns the number of round trips counted so far.
-func (c *RedisCounter) RoundTrips() uint64 { return c.roundTrips.Load() }
-
-// Describe implements prometheus.Collector.
-func (c *RedisCounter) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.metrics {
-		m.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *RedisCounter) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.metrics {
-		m.Collect(ch)
-	}
-}
+func (c *RedisCounter) Commands() uint64 { return c.items.Load() }
 
 // DialHook implements redis.Hook.
 func (c *RedisCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -182,7 +173,7 @@ func (c *RedisCounter) DialHook(next redis.DialHook) redis.DialHook { return nex
 // ProcessHook implements redis.Hook: one command, one round trip.
 func (c *RedisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.commands.Add(1)
+		c.items.Add(1)
 		c.roundTrips.Add(1)
 		return next(ctx, cmd)
 	}
@@ -192,7 +183,7 @@ func (c *RedisCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // trip.
 func (c *RedisCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.commands.Add(uint64(len(cmds)))
+		c.items.Add(uint64(len(cmds)))
 		c.roundTrips.Add(1)
 		return next(ctx, cmds)
 	}

@@ -1,36 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the sink's timer goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogSink: deferred lines wait, an immediate line goes out at once and
 // after them (order kept), the timer flushes within its delay, a large
 // backlog flushes by itself, and Flush empties the buffer.
 func TestLogSink(t *testing.T) {
-	var out lockedBuffer
+	var out syncBuffer // main_test.go: safe for the sink's timer goroutine
 	s := newLogSink(&out)
 	d := s.deferred()
 	_, _ = d.Write([]byte("a\n"))
