@@ -10,10 +10,15 @@
 // ErrUseNonce) to the RFC 9449 §12.2 error codes invalid_dpop_proof and
 // use_dpop_nonce.
 //
-// Every signature is checked by go-jose, except the one algorithm name
-// go-jose v4.1.9 does not know: "Ed25519" (RFC 9864, the fully-specified
-// name of EdDSA over Ed25519, which current JavaScript clients send). For
-// it, go-jose parses the JWS and its embedded JWK, and the signature over
-// the JWS signing input is checked by crypto/ed25519, exactly as go-jose
-// does for "EdDSA" (RFC 8037 §3.1).
+// A proof's header (typ, alg, jwk) is parsed and checked by go-jose the
+// first time it is seen, with the signature; a client signs every proof
+// under the same header, so later proofs whose header is byte-identical to
+// one that verified reuse its parsed key and thumbprint (a bounded LRU,
+// Options.KeyCacheSize) and their signature is checked by crypto/ecdsa,
+// crypto/rsa or crypto/ed25519 over the JWS signing input, as RFC 7518
+// §3.3–3.4 and RFC 8037 §3.1 define it. "Ed25519" (RFC 9864, the
+// fully-specified name of EdDSA over Ed25519, which current JavaScript
+// clients send) is not known to go-jose v4.1.9: for it, go-jose parses the
+// JWS and its embedded JWK, and crypto/ed25519 checks the signature
+// exactly as for "EdDSA".
 package dpop

@@ -13,11 +13,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Algorithm names accepted in a proof's "alg" header (RFC 9449 §4.2: an
@@ -44,6 +46,9 @@ const (
 	MaxProofBytes = 8 << 10
 	// minRSABits is the smallest accepted RSA modulus.
 	minRSABits = 2048
+	// DefaultKeyCacheSize is how many distinct proof headers (one per
+	// client key, in practice) a Verifier keeps parsed.
+	DefaultKeyCacheSize = 4096
 )
 
 var (
@@ -95,6 +100,20 @@ type Verifier struct {
 	replay ReplayStore
 	// onStoreError is told when the replay store fails (fail open).
 	onStoreError func(error)
+	// headers maps a protected header, as sent (its base64url segment),
+	// to what it yielded once go-jose had parsed it and a proof under it
+	// had verified; nil when off.
+	headers *lru.Cache[string, parsedHeader]
+}
+
+// parsedHeader is a protected header that passed every check of RFC 9449
+// §4.3 points 2–7 (typ, alg, a public jwk and nothing else naming a key):
+// its key, alg and the key's thumbprint (RFC 7638). Those checks read the
+// header alone, so a byte-identical header passes them again.
+type parsedHeader struct {
+	key crypto.PublicKey
+	alg string
+	jkt string
 }
 
 // Options configure a Verifier.
@@ -110,6 +129,9 @@ type Options struct {
 	// OnStoreError is called when Replay fails. The verifier then accepts
 	// the proof (fail open; see ReplayStore).
 	OnStoreError func(error)
+	// KeyCacheSize bounds the parsed-header cache (see Verifier.Parse);
+	// 0 means DefaultKeyCacheSize, a negative value turns it off.
+	KeyCacheSize int
 }
 
 // NewVerifier returns a Verifier.
@@ -123,7 +145,14 @@ func NewVerifier(o Options) *Verifier {
 	if o.OnStoreError == nil {
 		o.OnStoreError = func(error) {}
 	}
-	return &Verifier{window: o.Window, now: o.Now, nonces: o.Nonces, replay: o.Replay, onStoreError: o.OnStoreError}
+	v := &Verifier{window: o.Window, now: o.Now, nonces: o.Nonces, replay: o.Replay, onStoreError: o.OnStoreError}
+	if o.KeyCacheSize == 0 {
+		o.KeyCacheSize = DefaultKeyCacheSize
+	}
+	if o.KeyCacheSize > 0 {
+		v.headers, _ = lru.New[string, parsedHeader](o.KeyCacheSize) // errors only for a size ≤ 0
+	}
+	return v
 }
 
 // Nonces returns the verifier's nonce source, nil when nonces are off.
@@ -143,31 +172,24 @@ func (v *Verifier) Parse(proof string, req Request) (*Proof, error) {
 		// §4.3 point 2: a single well-formed JWT (compact JWS).
 		return nil, invalid("the proof is not a compact JWS")
 	}
-	jws, err := jose.ParseSignedCompact(proof, []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA, AlgEd25519})
-	if err != nil {
-		return nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
+	// A client signs every proof under the same header (typ, alg, jwk), so
+	// a header seen in a proof that verified needs no second parse: its
+	// key, already checked and parsed, verifies the signature directly.
+	var (
+		ph      parsedHeader
+		payload []byte
+		err     error
+	)
+	segment := proof[:strings.IndexByte(proof, '.')]
+	if cached, ok := v.cachedHeader(segment); ok {
+		ph = cached
+		payload, err = verifyWithKey(proof, ph)
+	} else {
+		ph, payload, err = parseFull(proof)
+		if err == nil && v.headers != nil {
+			v.headers.Add(segment, ph)
+		}
 	}
-	if len(jws.Signatures) != 1 {
-		return nil, invalid("the proof must carry one signature")
-	}
-	h := jws.Signatures[0].Protected
-	// §4.2, §4.3 point 4: typ dpop+jwt.
-	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != "dpop+jwt" {
-		return nil, invalid("the proof's typ must be dpop+jwt")
-	}
-	// §4.2: the public key is in jwk, and only there (§4.3 point 7: no
-	// private key).
-	jwk := h.JSONWebKey
-	if jwk == nil || !jwk.Valid() || !jwk.IsPublic() {
-		return nil, invalid("the proof's jwk header must be a public key")
-	}
-	if h.KeyID != "" || h.ExtraHeaders["x5c"] != nil {
-		return nil, invalid("the proof's key must be given by jwk alone")
-	}
-	if err := keyFitsAlg(jwk.Key, h.Algorithm); err != nil {
-		return nil, err
-	}
-	payload, err := verifySignature(jws, proof, jwk, h.Algorithm)
 	if err != nil {
 		return nil, err
 	}
@@ -205,14 +227,87 @@ func (v *Verifier) Parse(proof string, req Request) (*Proof, error) {
 			return nil, invalid("the proof's ath does not match the access token")
 		}
 	}
+	return &Proof{JKT: ph.jkt, Alg: ph.alg, JTI: c.JTI, IssuedAt: iat, Nonce: c.Nonce}, nil
+}
+
+func (v *Verifier) cachedHeader(segment string) (parsedHeader, bool) {
+	if v.headers == nil {
+		return parsedHeader{}, false
+	}
+	return v.headers.Get(segment)
+}
+
+// parseFull parses a compact proof with go-jose and checks its header and
+// signature (RFC 9449 §4.3 points 2–7): the path of a header not seen
+// before.
+func parseFull(proof string) (parsedHeader, []byte, error) {
+	jws, err := jose.ParseSignedCompact(proof, []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA, AlgEd25519})
+	if err != nil {
+		return parsedHeader{}, nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
+	}
+	if len(jws.Signatures) != 1 {
+		return parsedHeader{}, nil, invalid("the proof must carry one signature")
+	}
+	h := jws.Signatures[0].Protected
+	// §4.2, §4.3 point 4: typ dpop+jwt.
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != "dpop+jwt" {
+		return parsedHeader{}, nil, invalid("the proof's typ must be dpop+jwt")
+	}
+	// §4.2: the public key is in jwk, and only there (§4.3 point 7: no
+	// private key).
+	jwk := h.JSONWebKey
+	if jwk == nil || !jwk.Valid() || !jwk.IsPublic() {
+		return parsedHeader{}, nil, invalid("the proof's jwk header must be a public key")
+	}
+	if h.KeyID != "" || h.ExtraHeaders["x5c"] != nil {
+		return parsedHeader{}, nil, invalid("the proof's key must be given by jwk alone")
+	}
+	if err := keyFitsAlg(jwk.Key, h.Algorithm); err != nil {
+		return parsedHeader{}, nil, err
+	}
+	payload, err := verifySignature(jws, proof, jwk, h.Algorithm)
+	if err != nil {
+		return parsedHeader{}, nil, err
+	}
 	tp, err := jwk.Thumbprint(crypto.SHA256)
 	if err != nil {
-		return nil, invalid("the proof's jwk has no thumbprint")
+		return parsedHeader{}, nil, invalid("the proof's jwk has no thumbprint")
 	}
-	return &Proof{
-		JKT: base64.RawURLEncoding.EncodeToString(tp), Alg: h.Algorithm,
-		JTI: c.JTI, IssuedAt: iat, Nonce: c.Nonce,
-	}, nil
+	return parsedHeader{key: jwk.Key, alg: h.Algorithm, jkt: base64.RawURLEncoding.EncodeToString(tp)}, payload, nil
+}
+
+// verifyWithKey checks the signature of a compact proof whose header was
+// parsed before, with that header's key, and returns the payload. The
+// signature is over the JWS signing input (RFC 7515 §5.2), as RFC 7518
+// defines it per alg: ES256 is R‖S, 32 bytes each, over SHA-256 (§3.4);
+// RS256 is RSASSA-PKCS1-v1_5 over SHA-256 (§3.3); EdDSA and Ed25519 are
+// Ed25519 over the input itself (RFC 8037 §3.1).
+func verifyWithKey(proof string, ph parsedHeader) ([]byte, error) {
+	dot := strings.LastIndexByte(proof, '.')
+	input := proof[:dot]
+	// Unpadded base64url, as go-jose decodes a first proof (RFC 7515 §2).
+	payload, err1 := base64.RawURLEncoding.DecodeString(input[strings.IndexByte(input, '.')+1:])
+	sig, err2 := base64.RawURLEncoding.DecodeString(proof[dot+1:])
+	if err1 != nil || err2 != nil {
+		return nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
+	}
+	ok := false
+	switch k := ph.key.(type) {
+	case *ecdsa.PublicKey:
+		if len(sig) == 64 {
+			h := sha256.Sum256([]byte(input))
+			ok = ecdsa.Verify(k, h[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:]))
+		}
+	case *rsa.PublicKey:
+		h := sha256.Sum256([]byte(input))
+		ok = rsa.VerifyPKCS1v15(k, crypto.SHA256, h[:], sig) == nil
+	case ed25519.PublicKey:
+		ok = ed25519.Verify(k, []byte(input), sig)
+	}
+	if !ok {
+		return nil, invalid("the proof's signature does not verify with its jwk")
+	}
+	return payload, nil
 }
 
 // Verify checks a proof completely (RFC 9449 §4.3): Parse, then the
