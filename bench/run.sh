@@ -30,6 +30,8 @@
 #                      since every request of a mode comes from one client_id)
 #   BENCH_BURST        password sign-ins started at once by the burst mode (default 200)
 #   BENCH_BURST_CONCURRENCY  the concurrencies at which the burst mode runs (default 16)
+#   BENCH_CEILINGS     if 0, skip the two reference ceilings (a quick look at
+#                      some modes; the ratio columns stay empty)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -176,10 +178,12 @@ bench() { # name c args...
 }
 
 for c in $CONCURRENCY; do
-	bench ceiling-http "$c" -mode ceiling-http -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
-	wait_idle
-	log "ceiling-db c=$c ($DURATION)"
-	"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$c" -d "$DURATION" -json >"$raw/ceiling-db-c$c.json"
+	if [ "${BENCH_CEILINGS:-1}" != 0 ]; then
+		bench ceiling-http "$c" -mode ceiling-http -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
+		wait_idle
+		log "ceiling-db c=$c ($DURATION)"
+		"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$c" -d "$DURATION" -json >"$raw/ceiling-db-c$c.json"
+	fi
 	for m in $MODES; do
 		case $m in
 		introspect | client-credentials)
