@@ -7,6 +7,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/pkce"
 	"github.com/authd/authd/storage"
 )
 
@@ -27,10 +28,19 @@ import (
 //   - Inside the exchange's own transaction (a context from
 //     withExchangeTx), fosite's BeginTX, Commit and Rollback do nothing:
 //     grantExchanger owns the transaction, so the code redemption, the
-//     tokens, the PKCE session's deletion and the replay record commit
-//     together, in one write transaction.
+//     tokens and the replay record commit together, in one write
+//     transaction.
+//   - A code's PKCE session (RFC 7636 §4.4: code_challenge and
+//     code_challenge_method "associated with the authorization code") is
+//     the code's own row: the provider keeps both parameters in the code's
+//     stored form (fosite's sanitation allow-list, provider.go), so
+//     storing, reading and deleting it are no statements of their own. A
+//     code issued by an earlier authd has its PKCE session in the PKCE
+//     session table, where it is still read and deleted.
 type fositeStore struct {
 	storage.Store
+	// pkceRows also writes PKCE sessions to the table (Config.PKCERows).
+	pkceRows bool
 }
 
 // errGrantUsed reports that the code or refresh token of a token request
@@ -91,15 +101,9 @@ func (f fositeStore) Rollback(ctx context.Context) error {
 type codeMemo struct {
 	mu    sync.Mutex
 	codes map[string]memoCode
-	// pkce holds the PKCE sessions read together with their code
-	// (storage.Batcher), for the PKCE handler's read that follows.
-	pkce map[string]memoPKCE
-}
-
-type memoPKCE struct {
-	rec    storage.Record
-	client fosite.Client
-	err    error
+	// tablePKCE holds the codes whose PKCE session was read from the PKCE
+	// session table (issued by an earlier authd): the one to delete.
+	tablePKCE map[string]bool
 }
 
 type memoCode struct {
@@ -112,7 +116,7 @@ type codeMemoKey struct{}
 // withCodeMemo returns a context for one token request, in which a
 // repeated read of an active code is answered from the first.
 func withCodeMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, codeMemoKey{}, &codeMemo{codes: map[string]memoCode{}, pkce: map[string]memoPKCE{}})
+	return context.WithValue(ctx, codeMemoKey{}, &codeMemo{codes: map[string]memoCode{}, tablePKCE: map[string]bool{}})
 }
 
 // GetAuthorizeCodeSession reads the code (or repeats this request's first
@@ -134,17 +138,9 @@ func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, se
 		}
 		return req, err
 	}
-	// The PKCE handler reads the code's PKCE session next: both in one
-	// round trip, as stored records, so the memo keeps them without
-	// encoding them again.
-	code, pkce, err, pkceErr := f.Store.GetAuthorizeCodeAndPKCERecords(ctx, sig)
-	mp := memoPKCE{err: pkceErr}
-	if pkceErr == nil {
-		mp.rec, mp.client = pkce.Record, pkce.Client
-	}
-	m.mu.Lock()
-	m.pkce[sig] = mp
-	m.mu.Unlock()
+	// The memo keeps the record as read, so later reads (fosite's second,
+	// the PKCE handler's) decode it without encoding it again.
+	code, err := f.Store.GetAuthorizeCodeRecord(ctx, sig)
 	if err != nil {
 		return nil, err
 	}
@@ -212,39 +208,73 @@ func (f fositeStore) RotateRefreshToken(ctx context.Context, requestID, sig stri
 	return err
 }
 
-// GetPKCERequestSession reads the PKCE session of a code. A session that
-// is gone because the code was redeemed meanwhile (a concurrent exchange
-// committed between fosite's read of the code and this read) is
-// *errGrantUsed, like the code itself, so that the request is answered
-// from the winner's replay record instead of being refused as a code
-// issued without PKCE.
+// CreatePKCERequestSession stores nothing: the code's own row, written
+// just before by the same authorization request, holds code_challenge and
+// code_challenge_method (fositeStore). With pkceRows it also writes the
+// table row that earlier versions read.
+func (f fositeStore) CreatePKCERequestSession(ctx context.Context, sig string, r fosite.Requester) error {
+	if f.pkceRows {
+		return f.Store.CreatePKCERequestSession(ctx, sig, r)
+	}
+	return nil
+}
+
+// GetPKCERequestSession returns the code's PKCE session: the code itself
+// (this request's read of it, from the memo) when its stored form carries
+// code_challenge, otherwise the PKCE session table's row (a code issued by
+// an earlier authd). A code redeemed meanwhile is *errGrantUsed, like the
+// code itself, so that the request is answered from the winner's replay
+// record instead of being refused as a code issued without PKCE.
 func (f fositeStore) GetPKCERequestSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	m, _ := ctx.Value(codeMemoKey{}).(*codeMemo)
 	var (
-		req fosite.Requester
-		err error
-		hit bool
+		code fosite.Requester
+		err  error
+		hit  bool
 	)
-	if m, _ := ctx.Value(codeMemoKey{}).(*codeMemo); m != nil {
+	if m != nil {
 		m.mu.Lock()
-		mp, ok := m.pkce[sig]
-		delete(m.pkce, sig)
+		mc, ok := m.codes[sig]
 		m.mu.Unlock()
 		if ok {
 			hit = true
-			if err = mp.err; err == nil {
-				req, err = mp.rec.Decode(mp.client, session)
-			}
+			code, err = mc.rec.Decode(mc.client, session)
 		}
 	}
 	if !hit {
-		req, err = f.Store.GetPKCERequestSession(ctx, sig, session)
+		code, err = f.Store.GetAuthorizeCodeSession(ctx, sig, session)
+		if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && code != nil {
+			return nil, &errGrantUsed{requestID: code.GetID()}
+		}
 	}
-	if !errors.Is(err, storage.ErrNotFound) {
-		return req, err
+	if err != nil {
+		return nil, err
 	}
-	code, cerr := f.Store.GetAuthorizeCodeSession(ctx, sig, &fosite.DefaultSession{})
-	if errors.Is(cerr, storage.ErrInvalidatedAuthorizeCode) && code != nil {
-		return nil, &errGrantUsed{requestID: code.GetID()}
+	if code.GetRequestForm().Get(pkce.ChallengeKey) != "" {
+		return code, nil
+	}
+	// An earlier authd's code: its PKCE session is a row of its own.
+	req, err := f.Store.GetPKCERequestSession(ctx, sig, session)
+	if err == nil && m != nil {
+		m.mu.Lock()
+		m.tablePKCE[sig] = true
+		m.mu.Unlock()
 	}
 	return req, err
+}
+
+// DeletePKCERequestSession deletes nothing for a code whose PKCE session
+// is its own row (redeemed in the same transaction); a table row (an
+// earlier authd's code, or pkceRows) is deleted.
+func (f fositeStore) DeletePKCERequestSession(ctx context.Context, sig string) error {
+	if m, _ := ctx.Value(codeMemoKey{}).(*codeMemo); m != nil && !f.pkceRows {
+		m.mu.Lock()
+		fromTable := m.tablePKCE[sig]
+		delete(m.tablePKCE, sig)
+		m.mu.Unlock()
+		if !fromTable {
+			return nil
+		}
+	}
+	return f.Store.DeletePKCERequestSession(ctx, sig)
 }

@@ -317,8 +317,9 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	for _, scope := range ar.GetRequestedScopes() {
 		ar.GrantScope(scope)
 	}
-	// One transaction; the code, its PKCE session and the session's use
-	// are queued and go to PostgreSQL with COMMIT (storage.Batcher).
+	// One transaction; the code (its row is also its PKCE session) and
+	// the session's use are queued and go to PostgreSQL with COMMIT
+	// (storage.Batcher).
 	tx, err := s.store.BeginDeferredTX(ctx)
 	if err != nil {
 		s.log.Error("begin", "error", err)

@@ -114,6 +114,13 @@ type Config struct {
 	// §6, require_pushed_authorization_requests for the whole server); a
 	// client can also require it for itself (client metadata).
 	RequirePAR bool
+	// PKCERows also writes each code's PKCE session (RFC 7636 §4.4) to
+	// the PKCE session table, where authd before 2026-12 looked for it;
+	// this version keeps it in the code's own row (fositeStore). Set it
+	// while such versions still serve the same database (a rolling
+	// upgrade), then unset it. Codes issued by those versions are
+	// redeemed here either way.
+	PKCERows bool
 	// DemoVerifier, when set ("authd dev"), enables /demo/callback: a page
 	// for the demo client showing the code and a ready token request that
 	// uses this code_verifier. Never set it in production.

@@ -118,8 +118,9 @@ func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answ
 		}
 	}
 	// One transaction from the first read to the commit (storage.Batcher):
-	// BEGIN travels with the reads of the code (locked) and its PKCE
-	// session, the token writes and the replay record with COMMIT. A
+	// BEGIN travels with the read of the code (locked; its row is also
+	// its PKCE session), the token writes and the replay record with
+	// COMMIT. A
 	// concurrent exchange of the same code waits on the lock and then finds
 	// it redeemed, with this one's record committed.
 	tctx, err := x.store.BeginDeferredTX(ctx)

@@ -54,13 +54,19 @@ func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *pr
 		// (handleAuthorize), so fosite's server-wide switch stays off.
 		PushedAuthorizeRequestURIPrefix: parURIPrefix,
 		PushedAuthorizeContextLifespan:  parLifetime,
+		// The code's stored form keeps what fosite's code handler keeps
+		// when this list is empty (code, redirect_uri: RFC 6749 §4.1.3
+		// compares redirect_uri), and code_challenge and
+		// code_challenge_method: the code's row is its PKCE session
+		// (RFC 7636 §4.4; fositeStore in adapter.go).
+		SanitationWhiteList: []string{"code", "redirect_uri", pkce.ChallengeKey, pkce.ChallengeMethodKey},
 	}
 	strategy := compose.NewOAuth2HMACStrategy(fc)
 
 	// The grant handlers see the store through fositeStore: a redeemed
 	// code or used refresh token comes back as *errGrantUsed, for the
 	// exchanger to decide (retry or reuse).
-	guarded := fositeStore{store}
+	guarded := fositeStore{Store: store, pkceRows: cfg.PKCERows}
 	codeHandler := &fositeoauth2.AuthorizeExplicitGrantHandler{
 		AccessTokenStrategy:    strategy,
 		RefreshTokenStrategy:   strategy,

@@ -166,7 +166,7 @@ type GrantChecker interface {
 type Batcher interface {
 	// BeginDeferredTX is BeginTX for a token exchange or a code's issue:
 	// in the returned transaction, InvalidateAuthorizeCodeSession (of a
-	// code this transaction read with GetAuthorizeCodeAndPKCE, which then
+	// code this transaction read with GetAuthorizeCodeRecord, which then
 	// locks it), CreateAuthorizeCodeSession, CreatePKCERequestSession,
 	// CreateAccessTokenSession, CreateRefreshTokenSession,
 	// DeletePKCERequestSession and TouchSession (which then returns a nil
@@ -184,17 +184,15 @@ type Batcher interface {
 	// writes, the record and COMMIT travel together. Its errors are those
 	// of both; on an error the transaction is rolled back.
 	CommitWithReplayRecord(ctx context.Context, rec *ReplayRecord) (superseded []string, err error)
-	// GetAuthorizeCodeAndPKCE reads a code and its PKCE session together
-	// (one round trip where the backend has them): each pair of results is
-	// exactly what GetAuthorizeCodeSession and GetPKCERequestSession
-	// would return for sig.
-	GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error)
-	// GetAuthorizeCodeAndPKCERecords is GetAuthorizeCodeAndPKCE without
-	// the decoding: the stored records, for a caller that decodes them
-	// more than once (oauth's code memo). A missing code, PKCE session or
-	// client is ErrNotFound; a redeemed code is returned with Active false
-	// and no error. The caller owns the results.
-	GetAuthorizeCodeAndPKCERecords(ctx context.Context, sig string) (code, pkce *StoredRequest, codeErr, pkceErr error)
+	// GetAuthorizeCodeRecord reads a code as stored, undecoded: for a
+	// caller that decodes it more than once (oauth's code memo, which also
+	// answers the code's PKCE session from it). In a deferred transaction
+	// the code's row is locked (FOR UPDATE where the backend has rows): a
+	// concurrent exchange of the same code waits until this transaction
+	// ends, then reads it redeemed, and this transaction's redemption is
+	// queued. A missing code or client is ErrNotFound; a redeemed code is
+	// returned with Active false and no error. The caller owns the result.
+	GetAuthorizeCodeRecord(ctx context.Context, sig string) (*StoredRequest, error)
 }
 
 // StoredRequest is a stored request as read: its record, its client

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -101,9 +100,10 @@ func cmdCeilingHTTP(ctx context.Context, args []string, stdout, stderr io.Writer
 // The statements of one authorization code exchange, exactly as
 // storage/postgres issues them in a deferred transaction (deferred.go,
 // lazytx.go, requests.go, replay.go), in two round trips: BEGIN with the
-// code (read FOR UPDATE) and its PKCE session; then the code's redemption,
-// the PKCE session's deletion, the access and refresh tokens, the replay
-// record and COMMIT. Keep them in step with those files.
+// code (read FOR UPDATE; its row is also its PKCE session); then the
+// code's redemption (checked: no row aborts the transaction), the access
+// and refresh tokens, the replay record and COMMIT. Keep them in step with
+// those files.
 const (
 	sqlClientColumns = `c.id, c.secret_hash, c.name, c.redirect_uris, c.grant_types, c.response_types,
 		c.scopes, c.token_endpoint_auth_method, c.client_uri, c.logo_uri, c.contacts, c.skip_consent,
@@ -113,19 +113,13 @@ const (
 		t.form, t.session, ` + sqlClientColumns + `
 		FROM authorize_codes t JOIN clients c ON c.id = t.client_id
 		WHERE t.signature = $1 FOR UPDATE OF t`
-	sqlGetPKCE = `SELECT t.active, t.request_id, t.client_id,
-		t.subject, t.requested_at, t.scopes, t.granted_scopes, t.audience, t.granted_audience,
-		t.form, t.session, ` + sqlClientColumns + `
-		FROM pkce_sessions t JOIN clients c ON c.id = t.client_id
-		WHERE t.signature = $1`
-	sqlInvalidateCode = `UPDATE authorize_codes SET active = false
-		WHERE signature = $1 AND active`
+	sqlInvalidateCode = `WITH checked AS (UPDATE authorize_codes SET active = false
+		WHERE signature = $1 AND active RETURNING 1) SELECT 1 / (SELECT count(*) FROM checked)`
 	sqlInsertAccess = `INSERT INTO access_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
 		granted_scopes, audience, granted_audience, form, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	sqlInsertRefresh = `INSERT INTO refresh_tokens (signature, request_id, client_id, subject, requested_at, expires_at, scopes,
 		granted_scopes, audience, granted_audience, form, session, access_signature) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
-	sqlDeletePKCE = `DELETE FROM pkce_sessions WHERE signature = $1`
-	sqlPutReplay  = `WITH ins AS (
+	sqlPutReplay = `WITH ins AS (
 			INSERT INTO replay_records (key, request_id, client_id, subject, fingerprint, sealed, window_end, revoked)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		)
@@ -133,9 +127,6 @@ const (
 		WHERE request_id = $2 AND key <> $1 AND NOT revoked
 		RETURNING key`
 )
-
-// errNoPKCERow: the conditional DELETE found nothing (cannot happen here).
-var errNoPKCERow = errors.New("delete pkce: no row")
 
 // dbCeiling is the state of a ceiling-db run.
 type dbCeiling struct {
@@ -234,13 +225,14 @@ func cmdCeilingDB(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	res.Target = "postgresql (scratch schema " + schema + ")"
-	res.Note = fmt.Sprintf("pool %d connections; two round trips: begin + get code (for update) + get pkce; invalidate code + delete pkce + insert access + insert refresh + put replay record + commit", maxConns)
-	res.Prepared = fmt.Sprintf("%d codes and PKCE sessions inserted before timing", len(db.sigs))
+	res.Note = fmt.Sprintf("pool %d connections; two round trips: begin + get code (for update); invalidate code + insert access + insert refresh + put replay record + commit", maxConns)
+	res.Prepared = fmt.Sprintf("%d codes (each its own PKCE session) inserted before timing", len(db.sigs))
 	return o.emit(res, stdout, stderr)
 }
 
-// seed inserts the client, n codes and their PKCE sessions, with keys that
-// look like real HMAC signatures (random, 43 characters).
+// seed inserts the client and n codes (with their code_challenge, as authd
+// stores them), with keys that look like real HMAC signatures (random, 43
+// characters).
 func (db *dbCeiling) seed(ctx context.Context, n int, stderr io.Writer, quiet bool) error {
 	exp := time.Now().Add(time.Hour)
 	sess, _ := json.Marshal(map[string]any{
@@ -251,23 +243,22 @@ func (db *dbCeiling) seed(ctx context.Context, n int, stderr io.Writer, quiet bo
 	db.form = url.Values{
 		"client_id": {benchClientID}, "redirect_uri": {"dev.authd.authbench:/callback"}, "response_type": {"code"},
 		"scope": {"openid offline_access"}, "state": {"authbench-0-1"}, "grant_type": {"authorization_code"},
+		"code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"},
 	}.Encode()
 	if _, err := db.pool.Exec(ctx, `INSERT INTO clients (id, name, redirect_uris, grant_types, response_types, scopes, token_endpoint_auth_method, skip_consent)
 		VALUES ($1, 'authbench', '{dev.authd.authbench:/callback}', '{authorization_code,refresh_token}', '{code}', '{openid,offline_access}', 'none', true)`, benchClientID); err != nil {
 		return fmt.Errorf("seed client: %w", err)
 	}
 	if !quiet {
-		fmt.Fprintf(stderr, "ceiling-db: inserting %d codes and PKCE sessions (not timed)\n", n)
+		fmt.Fprintf(stderr, "ceiling-db: inserting %d codes (not timed)\n", n)
 	}
-	for _, table := range []string{"authorize_codes", "pkce_sessions"} {
-		_, err := db.pool.Exec(ctx, `INSERT INTO `+table+` (signature, request_id, client_id, subject, requested_at, expires_at,
-			scopes, granted_scopes, form, session)
-			SELECT substr(translate(encode(sha256(('c' || g)::bytea), 'base64'), '+/', '-_'), 1, 43), 'req-' || g, $1, 'bench', now(),
-				now() + interval '1 hour', '{openid,offline_access}', '{openid,offline_access}', $2, $3::jsonb
-			FROM generate_series(1, $4) g`, benchClientID, db.form, db.session, n)
-		if err != nil {
-			return fmt.Errorf("prefill %s: %w", table, err)
-		}
+	_, err := db.pool.Exec(ctx, `INSERT INTO authorize_codes (signature, request_id, client_id, subject, requested_at, expires_at,
+		scopes, granted_scopes, form, session)
+		SELECT substr(translate(encode(sha256(('c' || g)::bytea), 'base64'), '+/', '-_'), 1, 43), 'req-' || g, $1, 'bench', now(),
+			now() + interval '1 hour', '{openid,offline_access}', '{openid,offline_access}', $2, $3::jsonb
+		FROM generate_series(1, $4) g`, benchClientID, db.form, db.session, n)
+	if err != nil {
+		return fmt.Errorf("prefill authorize_codes: %w", err)
 	}
 	if _, err := db.pool.Exec(ctx, "ANALYZE"); err != nil {
 		return err
@@ -280,8 +271,8 @@ func (db *dbCeiling) seed(ctx context.Context, n int, stderr io.Writer, quiet bo
 	return err
 }
 
-// scanRequest scans every column of one of the two SELECTs, as
-// storage/postgres does.
+// scanRequest scans every column of the code's SELECT, as storage/postgres
+// does.
 func scanRequest(row pgx.Row) error {
 	var (
 		active                                         bool
@@ -324,12 +315,8 @@ func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(sqlGetCode, sig)
-		b.Queue(sqlGetPKCE, sig)
 		br := conn.SendBatch(ctx, b)
 		_, err = br.Exec()
-		if err == nil {
-			err = scanRequest(br.QueryRow())
-		}
 		if err == nil {
 			err = scanRequest(br.QueryRow())
 		}
@@ -337,7 +324,7 @@ func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("begin, get code and pkce: %w", err)
+			return fmt.Errorf("begin, get code: %w", err)
 		}
 		now := time.Now().UTC().Truncate(time.Microsecond)
 		scopes := []string{"openid", "offline_access"}
@@ -347,7 +334,6 @@ func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 		_, _ = rand.Read(sealed)
 		b = &pgx.Batch{}
 		b.Queue(sqlInvalidateCode, sig)
-		b.Queue(sqlDeletePKCE, sig)
 		b.Queue(sqlInsertAccess, access, reqID, benchClientID, "bench", now, now.Add(time.Hour),
 			scopes, scopes, []string{}, []string{}, db.form, db.session)
 		b.Queue(sqlInsertRefresh, randomSig(), reqID, benchClientID, "bench", now, now.Add(720*time.Hour),
@@ -355,12 +341,8 @@ func (db *dbCeiling) iter(ctx context.Context, w *worker) error {
 		b.Queue(sqlPutReplay, "c:"+sig, reqID, benchClientID, "bench", randomSig(), sealed, now.Add(30*time.Second), false)
 		b.Queue("COMMIT")
 		br = conn.SendBatch(ctx, b)
-		for _, what := range []string{"invalidate code", "delete pkce", "insert access", "insert refresh", "put replay record", "commit"} {
-			tag, err := br.Exec()
-			if err == nil && what == "delete pkce" && tag.RowsAffected() != 1 {
-				err = errNoPKCERow
-			}
-			if err != nil {
+		for _, what := range []string{"invalidate code", "insert access", "insert refresh", "put replay record", "commit"} {
+			if _, err := br.Exec(); err != nil {
 				_ = br.Close()
 				return fmt.Errorf("%s: %w", what, err)
 			}

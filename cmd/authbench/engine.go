@@ -410,8 +410,6 @@ func errorKey(err error) string {
 		return "SQLSTATE " + pe.Code
 	case errors.Is(err, pgx.ErrNoRows):
 		return "no row"
-	case errors.Is(err, errNoPKCERow):
-		return "delete pkce: no row"
 	case errors.As(err, &ce):
 		return "check: " + ce.what
 	case errors.Is(err, context.Canceled):

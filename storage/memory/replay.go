@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"github.com/ory/fosite"
 
 	"context"
 	"fmt"
@@ -193,18 +192,7 @@ func (s *Store) CommitWithReplayRecord(ctx context.Context, rec *storage.ReplayR
 	return keys, s.Commit(ctx)
 }
 
-// GetAuthorizeCodeAndPKCERecords reads the code and its PKCE session as
-// stored, undecoded.
-func (s *Store) GetAuthorizeCodeAndPKCERecords(_ context.Context, sig string) (code, pkce *storage.StoredRequest, codeErr, pkceErr error) {
-	code, codeErr = s.stored("authorize code", s.codes, sig)
-	pkce, pkceErr = s.stored("pkce session", s.pkce, sig)
-	return code, pkce, codeErr, pkceErr
-}
-
-// GetAuthorizeCodeAndPKCE is GetAuthorizeCodeSession and
-// GetPKCERequestSession: the memory store has no round trips to save.
-func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
-	code, codeErr = s.GetAuthorizeCodeSession(ctx, sig, codeSession)
-	pkce, pkceErr = s.GetPKCERequestSession(ctx, sig, pkceSession)
-	return code, pkce, codeErr, pkceErr
+// GetAuthorizeCodeRecord reads the code as stored, undecoded.
+func (s *Store) GetAuthorizeCodeRecord(_ context.Context, sig string) (*storage.StoredRequest, error) {
+	return s.stored("authorize code", s.codes, sig)
 }

@@ -36,7 +36,7 @@ type queuedOp struct {
 // (storage.Batcher), in which:
 //
 //   - BEGIN is sent with the first statement, not on its own (lazyTx);
-//   - the code is read FOR UPDATE (GetAuthorizeCodeAndPKCE), so its
+//   - the code is read FOR UPDATE (GetAuthorizeCodeRecord), so its
 //     redemption (InvalidateAuthorizeCodeSession) is a blind write;
 //   - the blind writes (the redemption, CreateAccessTokenSession,
 //     CreateRefreshTokenSession, DeletePKCERequestSession) are queued and go

@@ -13,7 +13,7 @@ import (
 // BEGIN is not a round trip of its own but travels in front of the
 // transaction's first statement (one pgx.Batch, one Sync), and its COMMIT
 // travels behind the queued writes (commitBatch). A token exchange is then
-// two round trips: BEGIN with the code and PKCE reads, and the writes with
+// two round trips: BEGIN with the code's read, and the writes with
 // COMMIT. A transaction that never sent a statement commits or rolls back
 // without a round trip.
 //

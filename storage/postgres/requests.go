@@ -115,38 +115,12 @@ func scanRecord(table string, row pgx.Row) (*storage.StoredRequest, error) {
 	return sr, nil
 }
 
-// GetAuthorizeCodeAndPKCE reads a code and its PKCE session in one round
-// trip (pgx.Batch); each result is what GetAuthorizeCodeSession and
-// GetPKCERequestSession would return (storage.Batcher).
-func (s *Store) GetAuthorizeCodeAndPKCE(ctx context.Context, sig string, codeSession, pkceSession fosite.Session) (code, pkce fosite.Requester, codeErr, pkceErr error) {
-	c, p, codeErr, pkceErr := s.GetAuthorizeCodeAndPKCERecords(ctx, sig)
-	if c != nil {
-		req, err := c.Record.Decode(c.Client, codeSession)
-		if err != nil {
-			return nil, nil, fmt.Errorf("postgres: get authorize code: %w", err), pkceErr
-		}
-		code = req
-		if !c.Active {
-			codeErr = storage.ErrInvalidatedAuthorizeCode
-		}
-	}
-	if p != nil {
-		req, err := p.Record.Decode(p.Client, pkceSession)
-		if err != nil {
-			pkceErr = fmt.Errorf("postgres: get pkce session: %w", err)
-		} else {
-			pkce = req
-		}
-	}
-	return code, pkce, codeErr, pkceErr
-}
-
-// GetAuthorizeCodeAndPKCERecords reads a code and its PKCE session in one
-// round trip, undecoded (storage.Batcher). In a deferred transaction the
-// code's row is locked (FOR UPDATE): redeeming it then cannot lose a race
-// and is queued with the other writes, and a concurrent exchange of the
-// same code waits here until this one commits, and then reads it redeemed.
-func (s *Store) GetAuthorizeCodeAndPKCERecords(ctx context.Context, sig string) (code, pkce *storage.StoredRequest, codeErr, pkceErr error) {
+// GetAuthorizeCodeRecord reads a code, undecoded (storage.Batcher). In a
+// deferred transaction the code's row is locked (FOR UPDATE) and BEGIN
+// travels with the read: redeeming it then cannot lose a race and is
+// queued with the other writes, and a concurrent exchange of the same code
+// waits here until this one commits, and then reads it redeemed.
+func (s *Store) GetAuthorizeCodeRecord(ctx context.Context, sig string) (*storage.StoredRequest, error) {
 	b := &pgx.Batch{}
 	q := s.queueFrom(ctx)
 	if q != nil {
@@ -154,22 +128,23 @@ func (s *Store) GetAuthorizeCodeAndPKCERecords(ctx context.Context, sig string) 
 	} else {
 		b.Queue(getSQL(tableCodes), sig)
 	}
-	b.Queue(getSQL(tablePKCE), sig)
 	var br pgx.BatchResults
 	if tx := s.txFrom(ctx); tx != nil {
 		br = tx.SendBatch(ctx, b)
 	} else {
 		br = s.pool.SendBatch(ctx, b)
 	}
-	code, codeErr = scanRecord(tableCodes, br.QueryRow())
-	pkce, pkceErr = scanRecord(tablePKCE, br.QueryRow())
-	if err := br.Close(); err != nil && codeErr == nil {
-		code, codeErr = nil, translate("get authorize code", err)
+	code, err := scanRecord(tableCodes, br.QueryRow())
+	if cerr := br.Close(); cerr != nil && err == nil {
+		code, err = nil, translate("get authorize code", cerr)
 	}
-	if code != nil && code.Active && q != nil {
+	if err != nil {
+		return nil, err
+	}
+	if code.Active && q != nil {
 		q.locked[sig] = true
 	}
-	return code, pkce, codeErr, pkceErr
+	return code, nil
 }
 
 // deactivate runs a conditional UPDATE … SET active = false WHERE
@@ -179,7 +154,7 @@ func (s *Store) deactivate(ctx context.Context, table, sig string, errInactive e
 	op := "deactivate " + kinds[table]
 	if wq := s.queueFrom(ctx); wq != nil && table == tableCodes && wq.locked[sig] {
 		// This transaction holds the row lock of an active code
-		// (GetAuthorizeCodeAndPKCE): the conditional write cannot miss,
+		// (GetAuthorizeCodeRecord): the conditional write cannot miss,
 		// and goes with the other writes (checked there all the same).
 		delete(wq.locked, sig)
 		s.enqueueChecked(ctx, queuedOp{op: op, errNone: errInactive}, `UPDATE `+table+` SET active = false

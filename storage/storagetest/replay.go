@@ -327,9 +327,9 @@ func testDeferredRedeem(t *testing.T, s storage.Store) {
 		if err != nil {
 			return err
 		}
-		_, _, cerr, perr := s.GetAuthorizeCodeAndPKCE(tctx, sig, &fosite.DefaultSession{}, &fosite.DefaultSession{})
-		if cerr == nil {
-			cerr = perr
+		rec, cerr := s.GetAuthorizeCodeRecord(tctx, sig)
+		if cerr == nil && !rec.Active {
+			cerr = storage.ErrInvalidatedAuthorizeCode
 		}
 		if cerr == nil {
 			cerr = s.InvalidateAuthorizeCodeSession(tctx, sig)
@@ -379,39 +379,31 @@ func testDeferredRedeem(t *testing.T, s storage.Store) {
 	}
 }
 
-// testCodeAndPKCE: GetAuthorizeCodeAndPKCE answers as the two reads do.
-func testCodeAndPKCE(t *testing.T, s storage.Store) {
+// testCodeRecord: GetAuthorizeCodeRecord returns the code as stored, with
+// its client, active or redeemed; a missing code is ErrNotFound.
+func testCodeRecord(t *testing.T, s storage.Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
 	if err := s.CreateAuthorizeCodeSession(ctx, "code1", req); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreatePKCERequestSession(ctx, "code1", req); err != nil {
-		t.Fatal(err)
+	rc, err := s.GetAuthorizeCodeRecord(ctx, "code1")
+	if err != nil || !rc.Active || rc.Record.RequestID != "grant-1" || rc.Client.GetID() != "c1" || string(rc.Record.Session) == "" {
+		t.Fatalf("record of an active code: %+v %v", rc, err)
 	}
-	code, pkce, cerr, perr := s.GetAuthorizeCodeAndPKCE(ctx, "code1", &fosite.DefaultSession{}, &fosite.DefaultSession{})
-	if cerr != nil || perr != nil || code.GetID() != "grant-1" || pkce.GetID() != "grant-1" {
-		t.Fatalf("both present: %v %v %v %v", code, pkce, cerr, perr)
+	decoded, err := rc.Record.Decode(rc.Client, &fosite.DefaultSession{})
+	if err != nil || decoded.GetID() != "grant-1" || decoded.GetRequestForm().Get("redirect_uri") != req.GetRequestForm().Get("redirect_uri") {
+		t.Fatalf("decoded record: %v %v", decoded, err)
 	}
-	rc, rp, cerr, perr := s.GetAuthorizeCodeAndPKCERecords(ctx, "code1")
-	if cerr != nil || perr != nil || !rc.Active || rc.Record.RequestID != "grant-1" || rp.Record.RequestID != "grant-1" ||
-		rc.Client.GetID() != "c1" || string(rc.Record.Session) == "" {
-		t.Fatalf("records, both present: %+v %+v %v %v", rc, rp, cerr, perr)
-	}
-	if _, _, cerr, perr := s.GetAuthorizeCodeAndPKCERecords(ctx, "missing"); !errors.Is(cerr, storage.ErrNotFound) || !errors.Is(perr, storage.ErrNotFound) {
-		t.Fatalf("records of a missing code: %v %v, want ErrNotFound", cerr, perr)
+	if _, err := s.GetAuthorizeCodeRecord(ctx, "missing"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("record of a missing code: %v, want ErrNotFound", err)
 	}
 	if err := s.InvalidateAuthorizeCodeSession(ctx, "code1"); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.DeletePKCERequestSession(ctx, "code1")
-	code, _, cerr, perr = s.GetAuthorizeCodeAndPKCE(ctx, "code1", &fosite.DefaultSession{}, &fosite.DefaultSession{})
-	if !errors.Is(cerr, storage.ErrInvalidatedAuthorizeCode) || code == nil || !errors.Is(perr, storage.ErrNotFound) {
-		t.Fatalf("redeemed: %v %v %v", code, cerr, perr)
-	}
-	_, _, cerr, perr = s.GetAuthorizeCodeAndPKCE(ctx, "missing", &fosite.DefaultSession{}, &fosite.DefaultSession{})
-	if !errors.Is(cerr, storage.ErrNotFound) || !errors.Is(perr, storage.ErrNotFound) {
-		t.Fatalf("missing: %v %v", cerr, perr)
+	rc, err = s.GetAuthorizeCodeRecord(ctx, "code1")
+	if err != nil || rc.Active || rc.Record.RequestID != "grant-1" {
+		t.Fatalf("record of a redeemed code: %+v %v, want inactive", rc, err)
 	}
 }

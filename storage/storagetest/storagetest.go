@@ -61,7 +61,7 @@ var cases = []testCase{
 	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
 	{"GrantActive", testGrantActive},
 	{"DeferredTx", testDeferredTx},
-	{"CodeAndPKCE", testCodeAndPKCE},
+	{"CodeRecord", testCodeRecord},
 	{"DeferredRedeem", testDeferredRedeem},
 	{"ConcurrentDeletePKCE", testConcurrentDeletePKCE},
 	{"Ping", testPing},
