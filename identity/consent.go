@@ -29,12 +29,21 @@ func (s *Service) ConsentCovers(ctx context.Context, subject, clientID string, s
 	if err != nil {
 		return false, fmt.Errorf("identity: get consent: %w", err)
 	}
+	return (&Consent{Scopes: c.Scopes}).Covers(scopes), nil
+}
+
+// Covers reports whether the consent covers every scope in scopes (as
+// ConsentCovers); a nil consent covers nothing.
+func (c *Consent) Covers(scopes []string) bool {
+	if c == nil {
+		return false
+	}
 	for _, sc := range scopes {
 		if !slices.Contains(c.Scopes, sc) {
-			return false, nil
+			return false
 		}
 	}
-	return true, nil
+	return true
 }
 
 // GrantConsent remembers that subject let clientID have scopes (added to

@@ -95,6 +95,28 @@ func (s *Service) ResumeSessionUser(ctx context.Context, ref string) (Session, U
 	return viewSession(x), view(u), nil
 }
 
+// ResumeSessionFor is ResumeSessionUser with the user's remembered consent
+// for clientID (nil when there is none), read together: what an
+// authorization request needs (Consent.Covers). Errors as
+// ResumeSessionUser.
+func (s *Service) ResumeSessionFor(ctx context.Context, ref, clientID string) (Session, User, *Consent, error) {
+	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
+		return Session{}, User{}, nil, ErrNoSession
+	}
+	x, u, c, err := s.store.GetSessionUserConsent(ctx, sessionID(ref), clientID, s.opts.Now())
+	if errors.Is(err, storage.ErrNotFound) {
+		return Session{}, User{}, nil, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, User{}, nil, fmt.Errorf("identity: resume session: %w", err)
+	}
+	var consent *Consent
+	if c != nil {
+		consent = &Consent{ClientID: c.ClientID, Scopes: c.Scopes, GrantedAt: c.GrantedAt, UpdatedAt: c.UpdatedAt}
+	}
+	return viewSession(x), view(u), consent, nil
+}
+
 // UseSession marks the session used (its idle expiry moves forward) and
 // confirms it is still valid, or returns ErrNoSession. Run it in the
 // transaction that stores a code: in PostgreSQL it waits for a concurrent

@@ -52,6 +52,10 @@ type signedIn struct {
 	ref     string // the cookie's reference
 	session identity.Session
 	user    identity.User
+	// consentOf is the client whose remembered consent was read with the
+	// session ("" if none was); consent is that consent, nil if none.
+	consentOf string
+	consent   *identity.Consent
 }
 
 // currentSession returns the browser's valid session, if any. A cookie
@@ -73,6 +77,26 @@ func (s *Server) currentSession(ctx context.Context, r *http.Request) (signedIn,
 		return signedIn{}, false
 	}
 	return signedIn{ref: ref, session: bs, user: u}, true
+}
+
+// currentSessionFor is currentSession with the user's remembered consent
+// for clientID, read in the same query (needsConsent uses it).
+func (s *Server) currentSessionFor(ctx context.Context, r *http.Request, clientID string) (signedIn, bool) {
+	ref := s.cookies.sessionRef(r)
+	if ref == "" {
+		return signedIn{}, false
+	}
+	bs, u, c, err := s.people.ResumeSessionFor(ctx, ref, clientID)
+	if err != nil {
+		if !errors.Is(err, identity.ErrNoSession) {
+			s.log.Error("resume session", "error", err)
+		}
+		return signedIn{}, false
+	}
+	if u.Disabled {
+		return signedIn{}, false
+	}
+	return signedIn{ref: ref, session: bs, user: u, consentOf: clientID, consent: c}, true
 }
 
 // handleAuthorize serves the authorization endpoint (RFC 6749 §3.1, §4.1.1)
@@ -135,7 +159,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	cur, isSignedIn := s.currentSession(ctx, r)
+	cur, isSignedIn := s.currentSessionFor(ctx, r, client.ID)
 	authn, err := s.authnParamsOf(r, ar)
 	if err != nil {
 		s.writeAuthorizeError(w, ar, err)
@@ -171,7 +195,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 					s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
 					return
 				}
-			} else if s.needsConsent(ctx, client, cur.user.Subject, ar) {
+			} else if s.needsConsent(ctx, client, cur, ar) {
 				s.renderConsent(w, r, client, ar, cur)
 				return
 			}
@@ -205,7 +229,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 			msg: "Please enter your password again to continue."})
 		return
 	}
-	if s.needsConsent(ctx, client, cur.user.Subject, ar) {
+	if s.needsConsent(ctx, client, cur, ar) {
 		s.renderConsent(w, r, client, ar, cur)
 		return
 	}
@@ -272,7 +296,7 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 	}
 	s.cookies.setSession(w, ref, s.cfg.SessionTTL)
 	cur := signedIn{ref: ref, session: bs, user: u}
-	if s.needsConsent(ctx, client, u.Subject, ar) {
+	if s.needsConsent(ctx, client, cur, ar) {
 		s.renderConsent(w, r, client, ar, cur)
 		return
 	}
@@ -287,14 +311,18 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request, ar fosi
 //
 // prompt=consent (OpenID Connect Core §3.1.2.1) always asks, also a
 // first-party client's users.
-func (s *Server) needsConsent(ctx context.Context, c *storage.Client, subject string, ar fosite.AuthorizeRequester) bool {
+func (s *Server) needsConsent(ctx context.Context, c *storage.Client, cur signedIn, ar fosite.AuthorizeRequester) bool {
 	if slices.Contains(strings.Fields(ar.GetRequestForm().Get("prompt")), "consent") {
 		return true
 	}
 	if c.SkipConsent {
 		return false
 	}
-	ok, err := s.people.ConsentCovers(ctx, subject, c.ID, ar.GetRequestedScopes())
+	if cur.consentOf == c.ID {
+		// Read with the session (currentSessionFor).
+		return !cur.consent.Covers(ar.GetRequestedScopes())
+	}
+	ok, err := s.people.ConsentCovers(ctx, cur.user.Subject, c.ID, ar.GetRequestedScopes())
 	if err != nil {
 		s.log.Error("read consent", "error", err)
 		return true

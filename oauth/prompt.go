@@ -84,7 +84,7 @@ func (s *Server) silentAuthorize(w http.ResponseWriter, r *http.Request, ar fosi
 	switch {
 	case !isSignedIn || s.reauthenticate(p, cur):
 		s.writeAuthorizeError(w, ar, fosite.ErrLoginRequired.WithHint("The user is not signed in, or must sign in again."))
-	case s.needsConsent(r.Context(), client, cur.user.Subject, ar):
+	case s.needsConsent(r.Context(), client, cur, ar):
 		s.writeAuthorizeError(w, ar, fosite.ErrConsentRequired.WithHint("The user has not consented to this app's request."))
 	case !(s.cfg.SilentSSO == SilentSSOAssured && identityAssured(client.IsPublic(), ar.GetRedirectURI())):
 		s.writeAuthorizeError(w, ar, fosite.ErrInteractionRequired.WithHint("This app's identity is not assured: the user must confirm with a tap (RFC 8252 Section 8.6)."))

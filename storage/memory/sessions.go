@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -85,6 +86,23 @@ func (s *Store) GetSessionUser(_ context.Context, id string, now time.Time) (*st
 		return nil, nil, fmt.Errorf("memory: get session: %w", storage.ErrNotFound)
 	}
 	return out, user, nil
+}
+
+// GetSessionUserConsent returns a valid session, its user and the user's
+// consent for clientID (nil if none), or storage.ErrNotFound.
+func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, error) {
+	x, u, err := s.GetSessionUser(ctx, id, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := s.GetConsent(ctx, x.Subject, clientID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return x, u, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return x, u, c, nil
 }
 
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.

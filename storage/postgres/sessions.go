@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,48 @@ func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*
 	if err != nil {
 		return nil, nil, translate("get session and user", err)
 	}
+	normalizeSessionUser(&x, &u)
+	return &x, &u, nil
+}
+
+// GetSessionUserConsent returns a valid session, its user and the user's
+// consent for clientID (nil if none) in one query, or storage.ErrNotFound.
+func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, error) {
+	var (
+		x                  storage.Session
+		u                  storage.User
+		scopes             []string
+		granted, updatedAt *time.Time
+	)
+	err := s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
+		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at,
+		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at,
+		c.scopes, c.granted_at, c.updated_at
+		FROM sessions s JOIN users u ON u.subject = s.subject
+		LEFT JOIN consents c ON c.subject = s.subject AND c.client_id = $3
+		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, clientID).
+		Scan(&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt,
+			&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt,
+			&scopes, &granted, &updatedAt)
+	if err != nil {
+		return nil, nil, nil, translate("get session, user and consent", err)
+	}
+	normalizeSessionUser(&x, &u)
+	var c *storage.Consent
+	if granted != nil && updatedAt != nil {
+		if scopes == nil {
+			scopes = []string{}
+		}
+		slices.Sort(scopes)
+		c = &storage.Consent{Subject: x.Subject, ClientID: clientID, Scopes: scopes,
+			GrantedAt: storage.NormalizeTime(*granted), UpdatedAt: storage.NormalizeTime(*updatedAt)}
+	}
+	return &x, &u, c, nil
+}
+
+// normalizeSessionUser puts the times of a session and its user read
+// together in storage's form, and fills what the row leaves empty.
+func normalizeSessionUser(x *storage.Session, u *storage.User) {
 	for _, t := range []*time.Time{&x.AuthTime, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt, &u.CreatedAt, &u.UpdatedAt} {
 		*t = storage.NormalizeTime(*t)
 	}
@@ -85,7 +128,6 @@ func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*
 		x.AMR = []string{}
 	}
 	u.Subject = x.Subject
-	return &x, &u, nil
 }
 
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.

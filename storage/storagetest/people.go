@@ -26,6 +26,7 @@ var peopleCases = []testCase{
 	{"RevokeSubjectInTxRollsBack", testRevokeSubjectRollback},
 	{"RevokeSubjectDuringRotation", testRevokeSubjectDuringRotation},
 	{"Consents", testConsents},
+	{"SessionUserConsent", testSessionUserConsent},
 	{"RevokeConsentRevokesTokens", testRevokeConsent},
 }
 
@@ -438,4 +439,36 @@ func testRevokeConsent(t *testing.T, s storage.Store) {
 	_, err := s.GetConsent(ctx, u.Subject, "app")
 	wantErr(t, "GetConsent after revoke", err, storage.ErrNotFound)
 	wantErr(t, "RevokeConsent again", s.RevokeConsent(ctx, u.Subject, "app"), storage.ErrNotFound)
+}
+
+// testSessionUserConsent: GetSessionUserConsent is GetSessionUser with the
+// user's consent for the client (GetConsent's answer), or nil without one.
+func testSessionUserConsent(t *testing.T, s storage.Store) {
+	ctx := t.Context()
+	mustClient(t, s, "app")
+	mustClient(t, s, "other")
+	u := mustUser(t, s, "alice")
+	now := time.Now().Truncate(time.Second)
+	x := &storage.Session{ID: "hash-1", Subject: u.Subject, AuthTime: now, AMR: []string{"pwd"},
+		IdleExpiresAt: now.Add(30 * time.Minute), ExpiresAt: now.Add(time.Hour)}
+	noErr(t, "CreateSession", s.CreateSession(ctx, x))
+	noErr(t, "GrantConsent", s.GrantConsent(ctx, u.Subject, "app", []string{"openid", "offline_access"}))
+	wantS, wantU, err := s.GetSessionUser(ctx, "hash-1", now)
+	noErr(t, "GetSessionUser", err)
+	wantC, err := s.GetConsent(ctx, u.Subject, "app")
+	noErr(t, "GetConsent", err)
+	gs, gu, gc, err := s.GetSessionUserConsent(ctx, "hash-1", "app", now)
+	noErr(t, "GetSessionUserConsent", err)
+	if !reflect.DeepEqual(gs, wantS) || !reflect.DeepEqual(gu, wantU) || !reflect.DeepEqual(gc, wantC) {
+		t.Errorf("GetSessionUserConsent = %#v, %#v, %#v; want %#v, %#v, %#v", gs, gu, gc, wantS, wantU, wantC)
+	}
+	gs, _, gc, err = s.GetSessionUserConsent(ctx, "hash-1", "other", now)
+	noErr(t, "GetSessionUserConsent without consent", err)
+	if gc != nil || !reflect.DeepEqual(gs, wantS) {
+		t.Errorf("GetSessionUserConsent without consent = %#v, %#v; want the session and nil", gs, gc)
+	}
+	_, _, _, err = s.GetSessionUserConsent(ctx, "hash-1", "app", now.Add(31*time.Minute))
+	wantErr(t, "GetSessionUserConsent after idle expiry", err, storage.ErrNotFound)
+	_, _, _, err = s.GetSessionUserConsent(ctx, "missing", "app", now)
+	wantErr(t, "GetSessionUserConsent missing", err, storage.ErrNotFound)
 }
