@@ -26,6 +26,10 @@ type Session struct {
 	LastSeenAt time.Time
 }
 
+// TouchGranularity is the smallest step by which TouchSession moves an
+// idle expiry: 1% of the idle lifetime (72 s of the default 2 h).
+func TouchGranularity(idle time.Duration) time.Duration { return idle / 100 }
+
 // SessionStore keeps browser sessions.
 type SessionStore interface {
 	// CreateSession inserts sess. It returns ErrAlreadyExists if the ID is
@@ -49,7 +53,11 @@ type SessionStore interface {
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its
 	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one
-	// conditional write. Otherwise it returns ErrNotFound. In PostgreSQL it
+	// conditional write. The idle expiry moves only by TouchGranularity(idle)
+	// or more (a session used every few seconds does not rewrite its
+	// indexed expiry each time: PostgreSQL updates the row in place, a HOT
+	// update, with no index entries), so it may end up to that much
+	// earlier than now+idle. Otherwise it returns ErrNotFound. In PostgreSQL it
 	// waits for a concurrent transaction that ends the session (sign-out,
 	// RevokeSubject) and then reports ErrNotFound: run in the transaction
 	// that stores a code, it makes the code commit only with a live session.

@@ -118,9 +118,12 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 			return
 		}
 		x := old
-		x.IdleExpiresAt = storage.NormalizeTime(now.Add(idle))
-		if x.IdleExpiresAt.After(x.ExpiresAt) {
-			x.IdleExpiresAt = x.ExpiresAt
+		next := storage.NormalizeTime(now.Add(idle))
+		if next.After(x.ExpiresAt) {
+			next = x.ExpiresAt
+		}
+		if !next.Before(x.IdleExpiresAt.Add(storage.TouchGranularity(idle))) {
+			x.IdleExpiresAt = next
 		}
 		x.LastSeenAt = storage.NormalizeTime(now)
 		s.sessions[id] = x

@@ -130,6 +130,14 @@ func normalizeSessionUser(x *storage.Session, u *storage.User) {
 	u.Subject = x.Subject
 }
 
+// touchedIdle is TouchSession's new idle expiry ($3 = now+idle, $4 = the
+// granularity in microseconds): unchanged unless it moves by the
+// granularity or more, so that most touches leave every indexed column
+// (sessions_expires_at_idx is on the idle expiry) as it is and PostgreSQL
+// updates the row in place (HOT) without new index entries.
+const touchedIdle = `CASE WHEN least($3::timestamptz, s.expires_at) >= s.idle_expires_at + $4::bigint * interval '1 microsecond'
+		THEN least($3::timestamptz, s.expires_at) ELSE s.idle_expires_at END`
+
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.
 //
 // In a deferred transaction (BeginDeferredTX) the update is queued and
@@ -137,19 +145,19 @@ func normalizeSessionUser(x *storage.Session, u *storage.User) {
 // the commit with storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	if s.enqueueChecked(ctx, queuedOp{op: "touch session", errNone: storage.ErrNotFound}, `UPDATE sessions s
-		SET idle_expires_at = least($3::timestamptz, s.expires_at), last_seen_at = $2
+		SET idle_expires_at = `+touchedIdle+`, last_seen_at = $2
 		FROM users u
 		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
-		  AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, now.Add(idle)) {
+		  AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()) {
 		return nil, nil
 	}
 	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `UPDATE sessions s
-		SET idle_expires_at = least($3::timestamptz, s.expires_at), last_seen_at = $2
+		SET idle_expires_at = `+touchedIdle+`, last_seen_at = $2
 		FROM users u
 		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
 		  AND s.idle_expires_at > $2 AND s.expires_at > $2
 		RETURNING s.id, s.subject, s.auth_time, s.amr, s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at`,
-		id, now, now.Add(idle)))
+		id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()))
 	if err != nil {
 		return nil, translate("touch session", err)
 	}

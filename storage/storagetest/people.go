@@ -217,6 +217,19 @@ func testSessions(t *testing.T, s storage.Store) {
 	if !got.IdleExpiresAt.Equal(now.Add(50 * time.Minute)) {
 		t.Errorf("idle expiry = %v, want %v", got.IdleExpiresAt, now.Add(50*time.Minute))
 	}
+	// A touch that would move the idle expiry by less than the granularity
+	// (18 s of 30 min) leaves it, and still records the use.
+	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+10*time.Second), 30*time.Minute)
+	noErr(t, "TouchSession within the granularity", err)
+	if !got.IdleExpiresAt.Equal(now.Add(50*time.Minute)) || !got.LastSeenAt.Equal(now.Add(20*time.Minute+10*time.Second)) {
+		t.Errorf("touch within the granularity: idle expiry %v, last seen %v; want %v, %v", got.IdleExpiresAt, got.LastSeenAt,
+			now.Add(50*time.Minute), now.Add(20*time.Minute+10*time.Second))
+	}
+	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+20*time.Second), 30*time.Minute)
+	noErr(t, "TouchSession past the granularity", err)
+	if !got.IdleExpiresAt.Equal(now.Add(50*time.Minute + 20*time.Second)) {
+		t.Errorf("touch past the granularity: idle expiry %v, want %v", got.IdleExpiresAt, now.Add(50*time.Minute+20*time.Second))
+	}
 	// The idle expiry never passes the absolute one.
 	got, err = s.TouchSession(ctx, "hash-1", now.Add(45*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession again", err)
