@@ -47,7 +47,7 @@ import (
 //
 //	400 invalid_request   a body, parameter or Idempotency-Key that is not valid
 //	400 invalid_username  refused by PRECIS UsernameCaseMapped, empty or too long
-//	400 invalid_password  refused by PRECIS OpaqueString (RFC 8265 §4.2), or not 8–72 bytes
+//	400 invalid_password  refused by PRECIS OpaqueString (RFC 8265 §4.2), or not 8–256 bytes
 //	400 invalid_profile   email or name not acceptable
 //	404 not_found         no such user, or no consent of the user for the client
 //	409 user_exists       the username is taken (create, rename): a conflict with

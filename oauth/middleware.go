@@ -34,7 +34,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // cardinality, nothing from the query string is ever logged).
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
-	pathLogout: true, pathAccount: true, pathMetadata: true,
+	pathLogout: true, pathAccount: true, pathMetadata: true, pathDiscovery: true,
+	pathJWKS: true, pathUserinfo: true, pathEndSession: true, pathPAR: true,
 	"/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 
@@ -61,8 +62,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			route := r.URL.Path
 			switch {
 			case knownRoutes[route]:
-			case route == "/admin/clients" || strings.HasPrefix(route, "/admin/clients/"):
-				route = "/admin/clients"
+			case route == pathAdminClients || strings.HasPrefix(route, pathAdminClients+"/"):
+				route = pathAdminClients
+			case route == pathAdminUsers || strings.HasPrefix(route, pathAdminUsers+"/"):
+				route = pathAdminUsers
 			default:
 				route = "other"
 			}

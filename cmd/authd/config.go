@@ -73,7 +73,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
 	fs.StringVar(&c.DPoPNonce, "dpop-nonce", "on", "on: DPoP proofs at the token endpoint must carry a server nonce (RFC 9449 Section 8); off (AUTHD_DPOP_NONCE)")
 	fs.BoolVar(&c.RequirePAR, "require-par", false, "every authorization request must be pushed to /oauth2/par first (RFC 9126 Section 6) (AUTHD_REQUIRE_PAR)")
-	fs.BoolVar(&c.PKCERows, "pkce-rows", false, "also write each code's PKCE session to the pkce_sessions table, where authd before 2026-12 reads it: on during a rolling upgrade from such a version, then off (AUTHD_PKCE_ROWS)")
+	fs.BoolVar(&c.PKCERows, "pkce-rows", false, "also write each code's PKCE session to the pkce_sessions table, where authd before 2026-12 reads it: true during a rolling upgrade from such a version, then false (AUTHD_PKCE_ROWS)")
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)

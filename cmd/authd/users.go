@@ -19,7 +19,7 @@ import (
 const usersUsage = `usage: authd users COMMAND ARGS [flags]
 
 Manage the people who sign in, in AUTHD_DATABASE_URL. Every command prints
-JSON on stdout; passwords are read from stdin (one line, 8–72 bytes after
+JSON on stdout; passwords are read from stdin (one line, 8–256 bytes after
 PRECIS OpaqueString), never from the command line.
 
   add NAME            add a user (-email, -email-verified, -name); prints its sub
