@@ -168,7 +168,7 @@ func (v *Verifier) Parse(proof string, req Request) (*Proof, error) {
 	if len(proof) > MaxProofBytes {
 		return nil, invalid("the proof is too large")
 	}
-	if strings.Count(proof, ".") != 2 {
+	if strings.Count(proof, ".") != 2 || strings.ContainsAny(proof, "\r\n") {
 		// §4.3 point 2: a single well-formed JWT (compact JWS).
 		return nil, invalid("the proof is not a compact JWS")
 	}
@@ -187,7 +187,7 @@ func (v *Verifier) Parse(proof string, req Request) (*Proof, error) {
 	} else {
 		ph, payload, err = parseFull(proof)
 		if err == nil && v.headers != nil {
-			v.headers.Add(segment, ph)
+			v.headers.Add(strings.Clone(segment), ph) // not the whole proof
 		}
 	}
 	if err != nil {
@@ -241,6 +241,15 @@ func (v *Verifier) cachedHeader(segment string) (parsedHeader, bool) {
 // signature (RFC 9449 §4.3 points 2–7): the path of a header not seen
 // before.
 func parseFull(proof string) (parsedHeader, []byte, error) {
+	// Only canonical base64url (RFC 7515 §2, RFC 4648 §3.5: unused bits
+	// zero): go-jose checks the signature over a re-encoding of what it
+	// decoded, verifyWithKey over the segments as sent; with one encoding
+	// per value the two decide alike.
+	for _, seg := range strings.Split(proof, ".") {
+		if _, err := strictB64.DecodeString(seg); err != nil {
+			return parsedHeader{}, nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
+		}
+	}
 	jws, err := jose.ParseSignedCompact(proof, []jose.SignatureAlgorithm{jose.ES256, jose.RS256, jose.EdDSA, AlgEd25519})
 	if err != nil {
 		return parsedHeader{}, nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
@@ -285,9 +294,9 @@ func parseFull(proof string) (parsedHeader, []byte, error) {
 func verifyWithKey(proof string, ph parsedHeader) ([]byte, error) {
 	dot := strings.LastIndexByte(proof, '.')
 	input := proof[:dot]
-	// Unpadded base64url, as go-jose decodes a first proof (RFC 7515 §2).
-	payload, err1 := base64.RawURLEncoding.DecodeString(input[strings.IndexByte(input, '.')+1:])
-	sig, err2 := base64.RawURLEncoding.DecodeString(proof[dot+1:])
+	// Canonical unpadded base64url, as parseFull requires (RFC 7515 §2).
+	payload, err1 := strictB64.DecodeString(input[strings.IndexByte(input, '.')+1:])
+	sig, err2 := strictB64.DecodeString(proof[dot+1:])
 	if err1 != nil || err2 != nil {
 		return nil, invalid("the proof is not a JWS signed with ES256, RS256, EdDSA or Ed25519")
 	}
@@ -431,6 +440,10 @@ func normalURL(raw string) (string, bool) {
 	}
 	return scheme + "://" + host + path, true
 }
+
+// strictB64 is unpadded base64url with the unused bits of the last
+// character required to be zero: one encoding per value.
+var strictB64 = base64.RawURLEncoding.Strict()
 
 // replayID is the replay store's key of a proof: its jti under its key,
 // so one client's jti values never collide with another's.

@@ -53,11 +53,13 @@ type SessionStore interface {
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its
 	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one
-	// conditional write. The idle expiry moves only by TouchGranularity(idle)
-	// or more (a session used every few seconds does not rewrite its
-	// indexed expiry each time: PostgreSQL updates the row in place, a HOT
-	// update, with no index entries), so it may end up to that much
-	// earlier than now+idle. Otherwise it returns ErrNotFound. In PostgreSQL it
+	// conditional write. The idle expiry moves forward only by
+	// TouchGranularity(idle) or more (a session used every few seconds does
+	// not rewrite its indexed expiry each time: PostgreSQL updates the row
+	// in place, a HOT update, with no index entries), so it may end up to
+	// that much earlier than now+idle; it is never left later than
+	// now+idle (a lowered idle lifetime applies at the next use).
+	// Otherwise it returns ErrNotFound. In PostgreSQL it
 	// waits for a concurrent transaction that ends the session (sign-out,
 	// RevokeSubject) and then reports ErrNotFound: run in the transaction
 	// that stores a code, it makes the code commit only with a live session.

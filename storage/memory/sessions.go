@@ -122,7 +122,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 		if next.After(x.ExpiresAt) {
 			next = x.ExpiresAt
 		}
-		if !next.Before(x.IdleExpiresAt.Add(storage.TouchGranularity(idle))) {
+		if next.Before(x.IdleExpiresAt) || !next.Before(x.IdleExpiresAt.Add(storage.TouchGranularity(idle))) {
 			x.IdleExpiresAt = next
 		}
 		x.LastSeenAt = storage.NormalizeTime(now)

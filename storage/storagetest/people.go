@@ -230,6 +230,15 @@ func testSessions(t *testing.T, s storage.Store) {
 	if !got.IdleExpiresAt.Equal(now.Add(50*time.Minute + 20*time.Second)) {
 		t.Errorf("touch past the granularity: idle expiry %v, want %v", got.IdleExpiresAt, now.Add(50*time.Minute+20*time.Second))
 	}
+	// A shorter idle lifetime (the setting lowered since) applies at the
+	// next use, however small the step.
+	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+30*time.Second), 5*time.Minute)
+	noErr(t, "TouchSession with a shorter idle lifetime", err)
+	if !got.IdleExpiresAt.Equal(now.Add(25*time.Minute + 30*time.Second)) {
+		t.Errorf("touch with a shorter idle lifetime: idle expiry %v, want %v", got.IdleExpiresAt, now.Add(25*time.Minute+30*time.Second))
+	}
+	_, err = s.TouchSession(ctx, "hash-1", now.Add(25*time.Minute), 30*time.Minute)
+	noErr(t, "TouchSession with the longer idle lifetime again", err)
 	// The idle expiry never passes the absolute one.
 	got, err = s.TouchSession(ctx, "hash-1", now.Add(45*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession again", err)
