@@ -151,6 +151,9 @@ done
 # shares the same cores. The load average is recorded in each result.
 wait_idle() {
 	local limit=${BENCH_WAIT_IDLE:-30} max
+	# The previous run's dirty buffers are written now, not by a
+	# checkpoint in the middle of the next run.
+	psql "$PG/$db?sslmode=disable" -qc CHECKPOINT >/dev/null 2>&1 || true
 	max=$(awk -v n="$(nproc)" 'BEGIN { print n * 1.5 }')
 	for _ in $(seq 1 $((limit / 2))); do
 		awk -v m="$max" '{ exit !($1 < m) }' /proc/loadavg && return 0
@@ -177,40 +180,57 @@ bench() { # name c args...
 	[ -n "$prof" ] && wait "$prof" || true
 }
 
+# run_mode NAME C: one authbench mode against authd.
+run_mode() {
+	local m=$1 c=$2
+	case $m in
+	introspect | client-credentials)
+		bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$service" -client-secret "$service_secret" ;;
+	exchange-dpop | replay-dpop)
+		# The same modes with a DPoP proof (RFC 9449, ES256, one key per
+		# run: a replay presents a fresh proof from the same key).
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "${m%-dpop}" -dpop -label "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	sso-https)
+		# The sso flow with a claimed https redirect: the client's
+		# identity is assured, so an existing session gets a code
+		# silently (RFC 8252 §8.6); "sso" (a private-use scheme) taps
+		# the one-tap page first.
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso -label sso-https -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	sso-consent)
+		# A returning user of a third-party client: consent allowed
+		# once per browser before the timed phase, then silent codes
+		# (https redirect) and an ID token checked per iteration.
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso-consent -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$third" ;;
+	burst)
+		# Exchanges for half the duration, then $BURST password
+		# sign-ins at once beside them (until they have finished).
+		case " $BURST_CONCURRENCY " in *" $c "*) ;; *) return 0 ;; esac
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode burst -burst "$BURST" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	*)
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	esac
+}
+
+# Each ratio is measured next to its ceiling, so that both see the machine
+# in the same state (the ceilings alone moved by ±25% between runs made
+# minutes apart): the HTTP ceiling, then replay and replay-dpop; the
+# database ceiling, then exchange and exchange-dpop; then the other modes
+# in MODES order.
+has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 for c in $CONCURRENCY; do
 	if [ "${BENCH_CEILINGS:-1}" != 0 ]; then
 		bench ceiling-http "$c" -mode ceiling-http -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
+	fi
+	for m in replay replay-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
+	if [ "${BENCH_CEILINGS:-1}" != 0 ]; then
 		wait_idle
 		log "ceiling-db c=$c ($DURATION)"
 		"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$c" -d "$DURATION" -json >"$raw/ceiling-db-c$c.json"
 	fi
+	for m in exchange exchange-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
 	for m in $MODES; do
-		case $m in
-		introspect | client-credentials)
-			bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$service" -client-secret "$service_secret" ;;
-		exchange-dpop | replay-dpop)
-			# The same modes with a DPoP proof (RFC 9449, ES256, one key per
-			# run: a replay presents a fresh proof from the same key).
-			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "${m%-dpop}" -dpop -label "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
-		sso-https)
-			# The sso flow with a claimed https redirect: the client's
-			# identity is assured, so an existing session gets a code
-			# silently (RFC 8252 §8.6); "sso" (a private-use scheme) taps
-			# the one-tap page first.
-			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso -label sso-https -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
-		sso-consent)
-			# A returning user of a third-party client: consent allowed
-			# once per browser before the timed phase, then silent codes
-			# (https redirect) and an ID token checked per iteration.
-			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso-consent -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$third" ;;
-		burst)
-			# Exchanges for half the duration, then $BURST password
-			# sign-ins at once beside them (until they have finished).
-			case " $BURST_CONCURRENCY " in *" $c "*) ;; *) continue ;; esac
-			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode burst -burst "$BURST" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
-		*)
-			AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode "$m" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
-		esac
+		case $m in replay | replay-dpop | exchange | exchange-dpop) continue ;; esac
+		run_mode "$m" "$c"
 	done
 done
 
