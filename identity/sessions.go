@@ -82,28 +82,29 @@ func (s *Service) ResumeSession(ctx context.Context, ref string) (Session, error
 // together (one round trip): ErrNoSession for no valid session (ended,
 // expired, or its user disabled).
 func (s *Service) ResumeSessionUser(ctx context.Context, ref string) (Session, User, error) {
-	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
-		return Session{}, User{}, ErrNoSession
-	}
-	x, u, err := s.store.GetSessionUser(ctx, sessionID(ref), s.opts.Now())
-	if errors.Is(err, storage.ErrNotFound) {
-		return Session{}, User{}, ErrNoSession
-	}
-	if err != nil {
-		return Session{}, User{}, fmt.Errorf("identity: resume session: %w", err)
-	}
-	return viewSession(x), view(u), nil
+	x, u, _, err := s.ResumeSessionFor(ctx, ref, "")
+	return x, u, err
 }
 
 // ResumeSessionFor is ResumeSessionUser with the user's remembered consent
 // for clientID (nil when there is none), read together: what an
-// authorization request needs (Consent.Covers). Errors as
-// ResumeSessionUser.
+// authorization request needs (Consent.Covers). An empty clientID reads
+// no consent. Errors as ResumeSessionUser.
 func (s *Service) ResumeSessionFor(ctx context.Context, ref, clientID string) (Session, User, *Consent, error) {
 	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
 		return Session{}, User{}, nil, ErrNoSession
 	}
-	x, u, c, err := s.store.GetSessionUserConsent(ctx, sessionID(ref), clientID, s.opts.Now())
+	var (
+		x   *storage.Session
+		u   *storage.User
+		c   *storage.Consent
+		err error
+	)
+	if clientID == "" {
+		x, u, err = s.store.GetSessionUser(ctx, sessionID(ref), s.opts.Now())
+	} else {
+		x, u, c, err = s.store.GetSessionUserConsent(ctx, sessionID(ref), clientID, s.opts.Now())
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return Session{}, User{}, nil, ErrNoSession
 	}

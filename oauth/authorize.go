@@ -62,25 +62,12 @@ type signedIn struct {
 // whose row was ended (sign-out, disable, password change) or expired is
 // no session.
 func (s *Server) currentSession(ctx context.Context, r *http.Request) (signedIn, bool) {
-	ref := s.cookies.sessionRef(r)
-	if ref == "" {
-		return signedIn{}, false
-	}
-	bs, u, err := s.people.ResumeSessionUser(ctx, ref)
-	if err != nil {
-		if !errors.Is(err, identity.ErrNoSession) {
-			s.log.Error("resume session", "error", err)
-		}
-		return signedIn{}, false
-	}
-	if u.Disabled {
-		return signedIn{}, false
-	}
-	return signedIn{ref: ref, session: bs, user: u}, true
+	return s.currentSessionFor(ctx, r, "")
 }
 
 // currentSessionFor is currentSession with the user's remembered consent
-// for clientID, read in the same query (needsConsent uses it).
+// for clientID, read in the same query (needsConsent uses it); "" reads
+// none.
 func (s *Server) currentSessionFor(ctx context.Context, r *http.Request, clientID string) (signedIn, bool) {
 	ref := s.cookies.sessionRef(r)
 	if ref == "" {

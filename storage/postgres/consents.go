@@ -15,12 +15,18 @@ func scanConsent(row pgx.Row) (*storage.Consent, error) {
 	if err := row.Scan(&c.Subject, &c.ClientID, &c.Scopes, &c.GrantedAt, &c.UpdatedAt); err != nil {
 		return nil, err
 	}
+	normalizeConsent(&c)
+	return &c, nil
+}
+
+// normalizeConsent puts a consent as read in storage's form: scopes sorted
+// and never nil, times normalized.
+func normalizeConsent(c *storage.Consent) {
 	if c.Scopes == nil {
 		c.Scopes = []string{}
 	}
 	slices.Sort(c.Scopes)
 	c.GrantedAt, c.UpdatedAt = storage.NormalizeTime(c.GrantedAt), storage.NormalizeTime(c.UpdatedAt)
-	return &c, nil
 }
 
 // GetConsent returns the consent, or storage.ErrNotFound.

@@ -121,23 +121,12 @@ func scanRecord(table string, row pgx.Row) (*storage.StoredRequest, error) {
 // queued with the other writes, and a concurrent exchange of the same code
 // waits here until this one commits, and then reads it redeemed.
 func (s *Store) GetAuthorizeCodeRecord(ctx context.Context, sig string) (*storage.StoredRequest, error) {
-	b := &pgx.Batch{}
+	sql := getSQL(tableCodes)
 	q := s.queueFrom(ctx)
 	if q != nil {
-		b.Queue(getSQL(tableCodes)+` FOR UPDATE OF t`, sig)
-	} else {
-		b.Queue(getSQL(tableCodes), sig)
+		sql += ` FOR UPDATE OF t`
 	}
-	var br pgx.BatchResults
-	if tx := s.txFrom(ctx); tx != nil {
-		br = tx.SendBatch(ctx, b)
-	} else {
-		br = s.pool.SendBatch(ctx, b)
-	}
-	code, err := scanRecord(tableCodes, br.QueryRow())
-	if cerr := br.Close(); cerr != nil && err == nil {
-		code, err = nil, translate("get authorize code", cerr)
-	}
+	code, err := scanRecord(tableCodes, s.q(ctx).QueryRow(ctx, sql, sig))
 	if err != nil {
 		return nil, err
 	}

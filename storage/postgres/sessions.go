@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,18 +63,27 @@ func (s *Store) GetSession(ctx context.Context, id string, now time.Time) (*stor
 	return sess, nil
 }
 
+// sessionUserSQL reads a valid session ($1, at $2) and its user; scan it
+// into sessionUserDest.
+const sessionUserSQL = `SELECT s.id, s.subject, s.auth_time, s.amr,
+		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at,
+		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at`
+
+const sessionUserWhere = `
+		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`
+
+func sessionUserDest(x *storage.Session, u *storage.User) []any {
+	return []any{&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt,
+		&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt}
+}
+
 // GetSessionUser returns a valid session and its user in one query, or
 // storage.ErrNotFound.
 func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*storage.Session, *storage.User, error) {
 	var x storage.Session
 	var u storage.User
-	err := s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
-		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at,
-		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at
-		FROM sessions s JOIN users u ON u.subject = s.subject
-		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now).
-		Scan(&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt,
-			&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt)
+	err := s.q(ctx).QueryRow(ctx, sessionUserSQL+`
+		FROM sessions s JOIN users u ON u.subject = s.subject`+sessionUserWhere, id, now).Scan(sessionUserDest(&x, &u)...)
 	if err != nil {
 		return nil, nil, translate("get session and user", err)
 	}
@@ -92,29 +100,19 @@ func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, 
 		scopes             []string
 		granted, updatedAt *time.Time
 	)
-	err := s.q(ctx).QueryRow(ctx, `SELECT s.id, s.subject, s.auth_time, s.amr,
-		s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at,
-		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at,
-		c.scopes, c.granted_at, c.updated_at
+	err := s.q(ctx).QueryRow(ctx, sessionUserSQL+`, c.scopes, c.granted_at, c.updated_at
 		FROM sessions s JOIN users u ON u.subject = s.subject
-		LEFT JOIN consents c ON c.subject = s.subject AND c.client_id = $3
-		WHERE s.id = $1 AND NOT u.disabled AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, clientID).
-		Scan(&x.ID, &x.Subject, &x.AuthTime, &x.AMR, &x.IdleExpiresAt, &x.ExpiresAt, &x.CreatedAt, &x.LastSeenAt,
-			&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt,
-			&scopes, &granted, &updatedAt)
+		LEFT JOIN consents c ON c.subject = s.subject AND c.client_id = $3`+sessionUserWhere, id, now, clientID).
+		Scan(append(sessionUserDest(&x, &u), &scopes, &granted, &updatedAt)...)
 	if err != nil {
 		return nil, nil, nil, translate("get session, user and consent", err)
 	}
 	normalizeSessionUser(&x, &u)
-	var c *storage.Consent
-	if granted != nil && updatedAt != nil {
-		if scopes == nil {
-			scopes = []string{}
-		}
-		slices.Sort(scopes)
-		c = &storage.Consent{Subject: x.Subject, ClientID: clientID, Scopes: scopes,
-			GrantedAt: storage.NormalizeTime(*granted), UpdatedAt: storage.NormalizeTime(*updatedAt)}
+	if granted == nil || updatedAt == nil {
+		return &x, &u, nil, nil
 	}
+	c := &storage.Consent{Subject: x.Subject, ClientID: clientID, Scopes: scopes, GrantedAt: *granted, UpdatedAt: *updatedAt}
+	normalizeConsent(c)
 	return &x, &u, c, nil
 }
 
@@ -146,20 +144,17 @@ const touchedIdle = `CASE WHEN least($3::timestamptz, s.expires_at) >= s.idle_ex
 // TouchSession returns (nil, nil); a session that is not valid then fails
 // the commit with storage.ErrNotFound.
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
-	if s.enqueueChecked(ctx, queuedOp{op: "touch session", errNone: storage.ErrNotFound}, `UPDATE sessions s
-		SET idle_expires_at = `+touchedIdle+`, last_seen_at = $2
+	sql := `UPDATE sessions s
+		SET idle_expires_at = ` + touchedIdle + `, last_seen_at = $2
 		FROM users u
 		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
-		  AND s.idle_expires_at > $2 AND s.expires_at > $2`, id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()) {
+		  AND s.idle_expires_at > $2 AND s.expires_at > $2`
+	args := []any{id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()}
+	if s.enqueueChecked(ctx, queuedOp{op: "touch session", errNone: storage.ErrNotFound}, sql, args...) {
 		return nil, nil
 	}
-	sess, err := scanSession(s.q(ctx).QueryRow(ctx, `UPDATE sessions s
-		SET idle_expires_at = `+touchedIdle+`, last_seen_at = $2
-		FROM users u
-		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
-		  AND s.idle_expires_at > $2 AND s.expires_at > $2
-		RETURNING s.id, s.subject, s.auth_time, s.amr, s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at`,
-		id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()))
+	sess, err := scanSession(s.q(ctx).QueryRow(ctx, sql+`
+		RETURNING s.id, s.subject, s.auth_time, s.amr, s.idle_expires_at, s.expires_at, s.created_at, s.last_seen_at`, args...))
 	if err != nil {
 		return nil, translate("touch session", err)
 	}
