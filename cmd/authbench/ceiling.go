@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +27,14 @@ import (
 // ---- HTTP ceiling ----
 
 // fixedTokenBody is a token response of the size authd sends for an
-// authorization_code exchange with a refresh token.
+// authorization_code exchange with scope "openid offline_access": the same
+// members in the same order, tokens of the same lengths, and an ES256 ID
+// token of 597 characters (a JWT header with kid, iss, sub, aud, azp, exp,
+// iat, auth_time, at_hash and sid): 910 bytes, as authd's replay answer in
+// bench/run.sh.
 var fixedTokenBody = []byte(`{"access_token":"ory_at_` + strings.Repeat("A", 43) + "." + strings.Repeat("B", 43) +
-	`","expires_in":3599,"refresh_token":"ory_rt_` + strings.Repeat("C", 43) + "." + strings.Repeat("D", 43) +
-	`","scope":"openid offline_access","token_type":"bearer"}` + "\n")
+	`","token_type":"bearer","expires_in":3600,"scope":"openid offline_access","refresh_token":"ory_rt_` + strings.Repeat("C", 43) + "." + strings.Repeat("D", 43) +
+	`","id_token":"` + strings.Repeat("h", 106) + "." + strings.Repeat("p", 403) + "." + strings.Repeat("s", 86) + `"}` + "\n")
 
 // fixedTokenHandler is the HTTP ceiling's handler: it reads the form, as
 // any token endpoint must, and answers a fixed token-sized JSON with the
@@ -43,8 +48,12 @@ func fixedTokenHandler(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/json;charset=UTF-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")
+	h.Set("Content-Length", fixedTokenBodyLen)
+	h.Set("X-Request-Id", "ceilingreqid")
 	_, _ = w.Write(fixedTokenBody)
 }
+
+var fixedTokenBodyLen = strconv.Itoa(len(fixedTokenBody))
 
 // cmdCeilingHTTP serves fixedTokenHandler on a loopback address and, unless
 // -serve-only, loads it with the same engine as every mode.

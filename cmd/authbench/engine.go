@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,6 +44,7 @@ type options struct {
 	MetricsURL  string
 	Label       string
 	AllowRemote bool
+	CPUProfile  string
 
 	ClientID     string
 	ClientSecret string
@@ -68,6 +70,7 @@ func (o *options) loadFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "PID of the server on this machine: check that it is the one listening on -target (and -metrics-url), report its peak RSS (VmHWM, reset at the start) and CPU use")
 	fs.StringVar(&o.MetricsURL, "metrics-url", "", "authd's /metrics on its operations listener (e.g. http://127.0.0.1:9090/metrics): report SQL statements, Redis commands and round trips per iteration of the timed phase")
 	fs.StringVar(&o.Label, "label", "", "free-form label stored in the JSON result")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write authbench's own CPU profile of the timed phase to this file (what the load generator costs)")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow a -target that is not a loopback address (never point load at a server you do not own)")
 }
 
@@ -249,6 +252,13 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 	}
 
 	srv := startServerStats(o.ServerPID)
+	if o.CPUProfile != "" {
+		stop, err := startCPUProfile(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	loadStart := loadAvg()
 	self := cpuTime()
 	start := time.Now()
@@ -817,4 +827,20 @@ func perIter(v *float64) string {
 		return "–"
 	}
 	return strconv.FormatFloat(*v, 'f', 2, 64)
+}
+
+// startCPUProfile writes this process's CPU profile to path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, usagef("-cpuprofile: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
