@@ -69,12 +69,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// Header values every JSON answer carries, shared rather than allocated
+// per answer (net/http only reads them; an Add appends to a copy, as
+// their capacity is their length).
+var (
+	jsonContentType = []string{"application/json;charset=UTF-8"}
+	noStore         = []string{"no-store"}
+	noCache         = []string{"no-cache"}
+)
+
 // writeJSONBytes is writeJSON for a body already encoded.
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json;charset=UTF-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Pragma", "no-cache")
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
+	h["Pragma"] = noCache
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
