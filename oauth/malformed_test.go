@@ -131,6 +131,12 @@ func TestMalformedRequests(t *testing.T) {
 			if tt.wantError != "" && body.Description == "" {
 				t.Errorf("error without a description: %s", raw)
 			}
+			// RFC 6749 §5.1 asks it of token responses; an OAuth
+			// endpoint's errors carry it too (the body-size 413 once did
+			// not), and nothing here may be cached.
+			if strings.HasPrefix(tt.path, "/oauth2/") && tt.wantStatus != 404 && resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
+			}
 			if tt.wantStatus == 401 && strings.HasPrefix(tt.auth, "Basic") && resp.Header.Get("WWW-Authenticate") == "" {
 				t.Error("401 for Basic credentials without WWW-Authenticate (RFC 6749 §5.2)")
 			}

@@ -85,13 +85,16 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
+// errBodyTooLarge is the 413 answer to a declared Content-Length over
+// maxBodyBytes; a chunked body that grows too large gets the same error from
+// its endpoint's form parsing.
+var errBodyTooLarge = []byte(`{"error":"invalid_request","error_description":"The request body is too large."}` + "\n")
+
 // limitBody caps request bodies at maxBodyBytes.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > maxBodyBytes {
-			w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = w.Write([]byte(`{"error":"invalid_request","error_description":"The request body is too large."}`))
+			writeJSONBytes(w, http.StatusRequestEntityTooLarge, errBodyTooLarge)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)

@@ -666,7 +666,10 @@ func iterReplay(ctx context.Context, w *worker) error {
 		if err != nil {
 			return err
 		}
-		if accessToken(body) != e.access {
+		switch got := accessToken(body); {
+		case got == "":
+			return &checkError{"200 without an access_token (or not JSON)"}
+		case got != e.access:
 			return &checkError{"replay returned another access_token"}
 		}
 		return nil
@@ -798,7 +801,7 @@ func iterCeilingHTTP(ctx context.Context, w *worker) error {
 	return w.step("token", func() error {
 		body, err := w.r.postFormRaw(ctx, "/oauth2/token", ceilingForm, false)
 		if err == nil && accessToken(body) == "" {
-			err = &checkError{"no access_token"}
+			err = &checkError{"200 without an access_token (or not JSON)"}
 		}
 		return err
 	})
