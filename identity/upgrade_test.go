@@ -125,14 +125,14 @@ func TestUpgradeWithDefaultParams(t *testing.T) {
 	if _, err := svc.Authenticate(t.Context(), "alice", "correct horse"); err != nil {
 		t.Fatal(err)
 	}
-	if h := storedHash(t, store, u.Subject); !strings.HasPrefix(string(h), "$argon2id$v=19$m=19456,t=2,p=1$") {
+	if h := storedHash(t, store, u.Subject); !strings.HasPrefix(string(h), "$argon2id$v=19$m=7168,t=5,p=1$") {
 		t.Errorf("stored hash = %q, want OWASP's argon2id parameters", h)
 	}
 	added, err := svc.Add(t.Context(), identity.NewUser{Username: "bob", Password: "battery staple"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := storedHash(t, store, added.Subject); !strings.HasPrefix(string(h), "$argon2id$v=19$m=19456,t=2,p=1$") {
+	if h := storedHash(t, store, added.Subject); !strings.HasPrefix(string(h), "$argon2id$v=19$m=7168,t=5,p=1$") {
 		t.Errorf("new user's hash = %q, want OWASP's argon2id parameters", h)
 	}
 }

@@ -24,7 +24,7 @@ func TestHashVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(hash), "$argon2id$v=19$m=19456,t=2,p=1$") {
+	if !strings.HasPrefix(string(hash), "$argon2id$v=19$m=7168,t=5,p=1$") {
 		t.Fatalf("hash %q: want the PHC form with OWASP's parameters", hash)
 	}
 	// 16-byte salt, 32-byte key: 22 and 43 characters of unpadded base64.
@@ -180,7 +180,7 @@ func TestDecoy(t *testing.T) {
 			t.Errorf("Verify(decoy, %q) = %v, want ErrMismatch", pw, err)
 		}
 	}
-	if !strings.HasPrefix(string(password.New(password.Options{}).Decoy()), "$argon2id$v=19$m=19456,t=2,p=1$") {
+	if !strings.HasPrefix(string(password.New(password.Options{}).Decoy()), "$argon2id$v=19$m=7168,t=5,p=1$") {
 		t.Error("the default decoy does not have the default parameters")
 	}
 }

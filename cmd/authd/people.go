@@ -24,7 +24,7 @@ func (p *peopleConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SessionTTL, "session-ttl", identity.DefaultSessionTTL, "absolute lifetime of a browser sign-in session (AUTHD_SESSION_TTL)")
 	fs.DurationVar(&p.SessionIdleTTL, "session-idle-ttl", identity.DefaultSessionIdleTTL, "a browser session unused for this long ends (AUTHD_SESSION_IDLE_TTL)")
 	fs.StringVar(&p.SilentSSO, "silent-sso", oauth.SilentSSOAssured, `"assured": an existing session gives a code without a click only to a confidential client or an https redirect (RFC 8252 §8.6); "never": always ask with one tap (AUTHD_SILENT_SSO)`)
-	fs.IntVar(&p.PasswordHashConcurrency, "password-hash-concurrency", 0, "password hashes (argon2id, 19 MiB each) computed at once; more sign-ins queue; 0 is half the cores, at least 1 (AUTHD_PASSWORD_HASH_CONCURRENCY)")
+	fs.IntVar(&p.PasswordHashConcurrency, "password-hash-concurrency", 0, "password hashes (argon2id, 7 MiB each) computed at once; more sign-ins queue; 0 is half the cores, at least 1 (AUTHD_PASSWORD_HASH_CONCURRENCY)")
 	fs.StringVar(&p.ScopeDescriptions, "scope-descriptions", "", `consent page words for your scopes, a JSON object such as {"orders.read":"See your orders"} (AUTHD_SCOPE_DESCRIPTIONS)`)
 }
 
