@@ -137,6 +137,29 @@ func TestUpgradeWithDefaultParams(t *testing.T) {
 	}
 }
 
+// TestOldArgon2ParamsUpgraded: a user whose hash has the parameters authd
+// used before (OWASP's 19 MiB, t = 2) signs in with them, and the stored
+// hash then has the current ones.
+func TestOldArgon2ParamsUpgraded(t *testing.T) {
+	t.Parallel()
+	store := memory.New()
+	svc := identity.New(store, identity.Options{})
+	old, err := password.New(password.Options{Params: password.Params{Memory: 19456, Time: 2, Threads: 1}}).Hash(t.Context(), []byte("correct horse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &storage.User{Username: "carol", PasswordHash: old, CreatedAt: time.Now().UTC()}
+	if err := store.CreateUser(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Authenticate(t.Context(), "carol", "correct horse"); err != nil {
+		t.Fatalf("sign-in with a 19 MiB hash: %v", err)
+	}
+	if h := storedHash(t, store, u.Subject); !strings.HasPrefix(string(h), "$argon2id$v=19$m=7168,t=5,p=1$") {
+		t.Errorf("stored hash after sign-in = %q, want the current parameters", h)
+	}
+}
+
 // raceStore runs before() inside UpgradePasswordHash, before the write:
 // a password change or an outage between the sign-in's read and its
 // rehash.
