@@ -29,7 +29,13 @@ func (s *Service) ConsentCovers(ctx context.Context, subject, clientID string, s
 	if err != nil {
 		return false, fmt.Errorf("identity: get consent: %w", err)
 	}
-	return (&Consent{Scopes: c.Scopes}).Covers(scopes), nil
+	v := viewConsent(c)
+	return v.Covers(scopes), nil
+}
+
+// viewConsent is the identity view of a stored consent.
+func viewConsent(c *storage.Consent) Consent {
+	return Consent{ClientID: c.ClientID, Scopes: c.Scopes, GrantedAt: c.GrantedAt, UpdatedAt: c.UpdatedAt}
 }
 
 // Covers reports whether the consent covers every scope in scopes (as
@@ -67,7 +73,7 @@ func (s *Service) Consents(ctx context.Context, username string) ([]Consent, err
 	}
 	out := make([]Consent, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, Consent{ClientID: c.ClientID, Scopes: c.Scopes, GrantedAt: c.GrantedAt, UpdatedAt: c.UpdatedAt})
+		out = append(out, viewConsent(c))
 	}
 	return out, nil
 }

@@ -113,7 +113,8 @@ func (s *Service) ResumeSessionFor(ctx context.Context, ref, clientID string) (S
 	}
 	var consent *Consent
 	if c != nil {
-		consent = &Consent{ClientID: c.ClientID, Scopes: c.Scopes, GrantedAt: c.GrantedAt, UpdatedAt: c.UpdatedAt}
+		v := viewConsent(c)
+		consent = &v
 	}
 	return viewSession(x), view(u), consent, nil
 }

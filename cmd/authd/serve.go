@@ -63,8 +63,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		// A password hash allocates 7 MiB (argon2id, package password),
 		// all garbage once it returns; without a limit the heap grows by
 		// several hashes before the collector runs (peak RSS near 100 MiB
-		// under a sign-in burst on two cores, measured with 19 MiB hashes). A soft limit makes it
-		// collect sooner; steady-state token traffic stays far below it.
+		// under a sign-in burst on two cores, measured with 19 MiB
+		// hashes). A soft limit makes it collect sooner; steady-state
+		// token traffic stays far below it.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	if getenv("GOGC") == "" {

@@ -131,9 +131,10 @@ func normalizeSessionUser(x *storage.Session, u *storage.User) {
 // touchedIdle is TouchSession's new idle expiry ($3 = now+idle, $4 = the
 // granularity in microseconds): unchanged unless it moves forward by the
 // granularity or more, or back (a shorter idle lifetime since, or another
-// replica's clock ahead: never kept beyond now+idle), so that most touches leave every indexed column
-// (sessions_expires_at_idx is on the idle expiry) as it is and PostgreSQL
-// updates the row in place (HOT) without new index entries.
+// replica's clock ahead: never kept beyond now+idle), so that most touches
+// leave every indexed column (sessions_expires_at_idx is on the idle
+// expiry) as it is and PostgreSQL updates the row in place (HOT) without
+// new index entries.
 const touchedIdle = `CASE WHEN least($3::timestamptz, s.expires_at) >= s.idle_expires_at + $4::bigint * interval '1 microsecond'
 		  OR least($3::timestamptz, s.expires_at) < s.idle_expires_at
 		THEN least($3::timestamptz, s.expires_at) ELSE s.idle_expires_at END`
