@@ -82,7 +82,8 @@ type RedisOptions struct {
 	// Timeout bounds each Redis round trip (a Wait poll counts as one), so a
 	// slow Redis cannot stall a login. Default DefaultRedisTimeout (150 ms).
 	// It is only enforced on socket I/O if the client was created with
-	// ContextTimeoutEnabled: true (see NewRedis).
+	// ContextTimeoutEnabled: true; through the automatic pipeliner, only
+	// by the client's ReadTimeout and WriteTimeout (see NewRedis).
 	Timeout time.Duration
 	// PollInterval is the time between two checks in Wait. Default
 	// DefaultRedisPollInterval (5 ms).
@@ -99,9 +100,13 @@ type RedisOptions struct {
 // a single command or Lua script on a single key, so it is atomic and works
 // on a standalone server, Sentinel or Cluster.
 type Redis struct {
-	client   redis.Cmdable
-	opts     RedisOptions
-	lastWarn atomic.Int64 // Unix nanoseconds of the last warning
+	client redis.Cmdable
+	opts   RedisOptions
+	// pipelined: client is go-redis's automatic pipeliner, which runs every
+	// command on its own long-lived context and ignores the caller's (see
+	// NewRedis); no per-call deadline is set then.
+	pipelined bool
+	lastWarn  atomic.Int64 // Unix nanoseconds of the last warning
 }
 
 var _ Cache = (*Redis)(nil)
@@ -114,8 +119,13 @@ var _ Cache = (*Redis)(nil)
 // The client should be created with ContextTimeoutEnabled: true; without it
 // go-redis ignores context deadlines for socket reads and writes, and
 // RedisOptions.Timeout is then only enforced by the client's own
-// ReadTimeout/WriteTimeout (default 3-5 s). NewRedis panics if opts.Prefix
-// contains '{' or '}' (a programming error at wiring time).
+// ReadTimeout/WriteTimeout (default 3-5 s). The automatic pipeliner ignores
+// per-command contexts altogether (a queued command runs on the
+// pipeliner's context; go-redis's AutoPipeliner documentation): with one,
+// NewRedis sets no per-call deadline, and the bound on a round trip is the
+// underlying client's ReadTimeout and WriteTimeout, which should then be
+// RedisOptions.Timeout (authd serve sets them so). NewRedis panics if
+// opts.Prefix contains '{' or '}' (a programming error at wiring time).
 func NewRedis(client redis.Cmdable, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultRedisPrefix
@@ -132,7 +142,18 @@ func NewRedis(client redis.Cmdable, opts RedisOptions) *Redis {
 	if opts.WarnEvery <= 0 {
 		opts.WarnEvery = 10 * time.Second
 	}
-	return &Redis{client: client, opts: opts}
+	_, pipelined := client.(*redis.AutoPipeliner)
+	return &Redis{client: client, opts: opts, pipelined: pipelined}
+}
+
+// bound returns ctx bounded by RedisOptions.Timeout for one round trip. On
+// the automatic pipeliner a deadline would be ignored, so it is not set:
+// there the client's read and write timeouts bound the round trip.
+func (r *Redis) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.pipelined {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, r.opts.Timeout)
 }
 
 // fail reports err, a failed round trip, to the log at most once per
@@ -185,7 +206,7 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 	if err := checkTTL("claim", inflightTTL); err != nil {
 		return Result{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	owner := rand.Text()
 	vals, err := claimScript.Run(ctx, r.client, []string{r.redisKey(key)}, fingerprint, owner, millis(inflightTTL)).StringSlice()
@@ -212,7 +233,7 @@ func (r *Redis) Lookup(ctx context.Context, key, fingerprint string) (Result, er
 
 // lookup is Lookup without argument checks.
 func (r *Redis) lookup(ctx context.Context, key, fingerprint string) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	vals, err := r.client.HMGet(ctx, r.redisKey(key), "s", "f", "d").Result()
 	if err != nil {
@@ -238,7 +259,7 @@ func (r *Redis) Complete(ctx context.Context, key, owner string, sealed []byte, 
 	if err := checkTTL("complete", ttl); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	n, err := completeScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner, sealed, millis(ttl)).Int()
 	if err != nil {
@@ -255,7 +276,7 @@ func (r *Redis) Release(ctx context.Context, key, owner string) error {
 	if key == "" || owner == "" {
 		return invalid("release", "empty key or owner")
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	n, err := releaseScript.Run(ctx, r.client, []string{r.redisKey(key)}, owner).Int()
 	if err != nil {
@@ -286,7 +307,7 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 	if key == "" {
 		return invalid("forget", "empty key")
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	if err := r.client.Del(ctx, r.redisKey(key)).Err(); err != nil {
 		return r.fail(fmt.Errorf("exchangecache: forget: %w", err))
@@ -297,7 +318,7 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 // Ping reports whether Redis answers within the per-call timeout; authd's
 // /readyz uses it.
 func (r *Redis) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		return r.fail(fmt.Errorf("exchangecache: ping: %w", err))

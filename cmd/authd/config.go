@@ -317,8 +317,11 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 //	redis://host1:26379,host2:26379/0?master_name=m  Sentinel (master_name set)
 //	rediss://…                                       the same over TLS
 //
-// Every call is bounded by its context (ContextTimeoutEnabled) and never
-// retried, so a slow Redis cannot stall a login: the cache fails open.
+// Every call is bounded and never retried, so a slow Redis cannot stall a
+// login: the cache fails open. The bound is the call's context
+// (ContextTimeoutEnabled) on a Cluster or Sentinel client, and the read and
+// write timeouts on the single node's automatic pipeliner, which ignores
+// per-command contexts: both are exchangecache.DefaultRedisTimeout.
 func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -335,6 +338,8 @@ func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 		MasterName:            u.Query().Get("master_name"),
 		ContextTimeoutEnabled: true,
 		DialTimeout:           500 * time.Millisecond,
+		ReadTimeout:           exchangecache.DefaultRedisTimeout,
+		WriteTimeout:          exchangecache.DefaultRedisTimeout,
 		MaxRetries:            -1,
 	}
 	for i, a := range o.Addrs {

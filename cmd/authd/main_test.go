@@ -362,6 +362,9 @@ func TestParseRedisURL(t *testing.T) {
 			if !o.ContextTimeoutEnabled || o.MaxRetries != -1 {
 				t.Fatal("calls must be bounded by their context and never retried")
 			}
+			if o.ReadTimeout != 150*time.Millisecond || o.WriteTimeout != 150*time.Millisecond {
+				t.Fatalf("read/write timeouts %v/%v, want 150ms (the automatic pipeliner ignores contexts)", o.ReadTimeout, o.WriteTimeout)
+			}
 		})
 	}
 }
