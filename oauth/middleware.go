@@ -73,13 +73,21 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 				sw.status = http.StatusOK
 			}
 			s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
-			s.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("request_id", id),
-				slog.String("method", r.Method),
-				slog.String("route", route),
-				slog.Int("status", sw.status),
-				slog.Float64("latency_s", time.Since(start).Seconds()),
-			)
+			// The record goes straight to the handler with no caller
+			// (pc 0): Logger.LogAttrs would walk the stack on every
+			// request for a source the access log never prints.
+			if h := s.access.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
+				end := time.Now()
+				rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+				rec.AddAttrs(
+					slog.String("request_id", id),
+					slog.String("method", r.Method),
+					slog.String("route", route),
+					slog.Int("status", sw.status),
+					slog.Float64("latency_s", end.Sub(start).Seconds()),
+				)
+				_ = h.Handle(r.Context(), rec)
+			}
 		}()
 		next.ServeHTTP(sw, r)
 	})

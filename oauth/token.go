@@ -147,7 +147,7 @@ func (s *Server) writeToken(w http.ResponseWriter, req *tokenRequest, a *answer,
 	}
 	s.metrics.tokenRequests.WithLabelValues(req.grantType, outcome).Inc()
 	s.metrics.exchangeTime.WithLabelValues(req.grantType, a.path).Observe(time.Since(start).Seconds())
-	writeJSONBytes(w, http.StatusOK, a.body.appendJSON(make([]byte, 0, 1024)))
+	writeJSONBytes(w, http.StatusOK, a.body.appendJSON(make([]byte, 0, a.body.jsonSize())))
 }
 
 // parseTokenForm enforces the request format of the token, revocation and

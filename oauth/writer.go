@@ -108,6 +108,13 @@ func (b *tokenBody) appendJSON(dst []byte) []byte {
 	return append(dst, "}\n"...)
 }
 
+// jsonSize is the length of appendJSON's output when no value needs
+// escaping (tokens never do), so that one allocation holds the body.
+func (b *tokenBody) jsonSize() int {
+	const fixed = len(`{"access_token":"","token_type":"","expires_in":,"scope":"","refresh_token":"","id_token":""}`+"\n") + 20
+	return fixed + len(b.AccessToken) + len(b.TokenType) + len(b.Scope) + len(b.RefreshToken) + len(b.IDToken)
+}
+
 // appendJSONString appends s as a JSON string exactly as encoding/json
 // writes it: printable ASCII other than the characters it escapes is
 // copied; anything else goes through encoding/json.
