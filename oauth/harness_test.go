@@ -65,6 +65,8 @@ type harnessOpts struct {
 	store   storage.Store // backend "custom": this store
 	// dpopReplay is the DPoP jti store (nil: in memory).
 	dpopReplay dpop.ReplayStore
+	// accessLog receives the request log (nil: the server's default).
+	accessLog *slog.Logger
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -111,6 +113,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Cache:      o.cache,
 		DPoPReplay: o.dpopReplay,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		AccessLog:  o.accessLog,
 		Passwords:  testPasswords,
 	})
 	if err != nil {
