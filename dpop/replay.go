@@ -68,20 +68,30 @@ type Redis struct {
 	client  redis.Cmdable
 	prefix  string
 	timeout time.Duration
+	// pipelined: client is go-redis's automatic pipeliner, which ignores
+	// per-command contexts; the client's read and write timeouts bound the
+	// round trip instead (authd serve sets them to 150 ms).
+	pipelined bool
 }
 
-// NewRedis returns a Redis store; timeout 0 is 150 ms.
+// NewRedis returns a Redis store; timeout 0 is 150 ms. On the automatic
+// pipeliner (*redis.AutoPipeliner) the timeout is the underlying client's
+// ReadTimeout and WriteTimeout instead: it ignores the context's deadline.
 func NewRedis(client redis.Cmdable, timeout time.Duration) *Redis {
 	if timeout <= 0 {
 		timeout = 150 * time.Millisecond
 	}
-	return &Redis{client: client, prefix: DefaultRedisPrefix, timeout: timeout}
+	_, pipelined := client.(*redis.AutoPipeliner)
+	return &Redis{client: client, prefix: DefaultRedisPrefix, timeout: timeout, pipelined: pipelined}
 }
 
 // Use implements ReplayStore.
 func (r *Redis) Use(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	if !r.pipelined {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
 	err := r.client.SetArgs(ctx, r.prefix+id, "1", redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
 	if errors.Is(err, redis.Nil) {
 		return false, nil

@@ -15,11 +15,12 @@ import (
 // pipeliner that ignores per-command contexts, still gives up on a Redis
 // that does not answer within about exchangecache.DefaultRedisTimeout
 // (150 ms), so a stalled Redis cannot stall a token exchange: it fails
-// open to PostgreSQL.
+// open to PostgreSQL. The same holds for the DPoP jti store on the same
+// pipeliner.
 func TestServeRedisCallsBounded(t *testing.T) {
 	t.Parallel()
 	addr, _ := redistest.Start(t)
-	cache, _, closeRedis, err := openRedisStores("redis://"+addr+"/0", slog.New(slog.DiscardHandler))
+	cache, jtis, closeRedis, err := openRedisStores("redis://"+addr+"/0", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,5 +42,11 @@ func TestServeRedisCallsBounded(t *testing.T) {
 	}
 	if d > 4*exchangecache.DefaultRedisTimeout {
 		t.Fatalf("Claim against a paused Redis took %v, want about %v", d, exchangecache.DefaultRedisTimeout)
+	}
+	// The DPoP jti store shares the pipeliner (and fails open, package dpop).
+	start = time.Now()
+	_, err = jtis.Use(ctx, "jti", time.Minute)
+	if d := time.Since(start); err == nil || d > 4*exchangecache.DefaultRedisTimeout {
+		t.Fatalf("jti Use against a paused Redis: %v after %v", err, d)
 	}
 }
