@@ -75,7 +75,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			s.metrics.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
 			// The record goes straight to the handler with no caller
 			// (pc 0): Logger.LogAttrs would walk the stack on every
-			// request for a source the access log never prints.
+			// request for a source the access log has no use for (a
+			// handler with AddSource prints none for these lines).
 			if h := s.access.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
 				end := time.Now()
 				rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)

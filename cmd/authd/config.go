@@ -288,7 +288,7 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 	// command, so its system calls were most of its cost). Each command
 	// still blocks its caller until its own reply, in order per caller.
 	//
-	// On a single node only: a Cluster's pipeliner keeps commands in order
+	// On a single node (or a Sentinel master) only: a Cluster's pipeliner keeps commands in order
 	// behind a node that stopped answering (found by the scale-out test:
 	// a refresh took 6–9 s while the cluster failed over).
 	var replay redis.Cmdable = client
@@ -317,11 +317,17 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 //	redis://host1:26379,host2:26379/0?master_name=m  Sentinel (master_name set)
 //	rediss://…                                       the same over TLS
 //
-// Every call is bounded and never retried, so a slow Redis cannot stall a
-// login: the cache fails open. The bound is the call's context
-// (ContextTimeoutEnabled) on a Cluster or Sentinel client, and the read and
-// write timeouts on the single node's automatic pipeliner, which ignores
-// per-command contexts: both are exchangecache.DefaultRedisTimeout.
+// Every call is bounded and never retried, so a Redis that stops answering
+// cannot stall a login: the cache fails open. The bound is the read and
+// write timeouts, exchangecache.DefaultRedisTimeout (150 ms), on the
+// automatic pipeliner of a single node or a Sentinel master (both are a
+// *redis.Client), which ignores per-command contexts; on a Cluster client
+// also the call's context (ContextTimeoutEnabled). A call that finds its
+// connection closed by an earlier timeout redials, and the new
+// connection's handshake has the same bound: about 150 ms for the first
+// call to a stalled Redis, 300 ms for the next ones (TestServeRedisCallsBounded).
+// A Redis that refuses connections costs go-redis's dial retries
+// (about 0.8 s a call), as before.
 func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

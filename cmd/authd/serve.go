@@ -59,7 +59,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	sink := newLogSink(stderr)
 	defer sink.Flush()
 	log := newLogger(sink, true, level)
-	if getenv("GOMEMLIMIT") == "" {
+	ownLimit := getenv("GOMEMLIMIT") == ""
+	if ownLimit {
 		// A password hash allocates 7 MiB (argon2id, package password),
 		// all garbage once it returns; without a limit the heap grows by
 		// several hashes before the collector runs (peak RSS near 100 MiB
@@ -71,10 +72,17 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if getenv("GOGC") == "" {
 		// Under that limit, collect at nine times the live heap rather
 		// than twice. authd's live heap is small: 4.5 MiB during a run of
-		// replays, where the default collected 13.6 times a second. At
+		// replays, where GOGC 200 collected 13.6 times a second. At
 		// GOGC 800 the heap target is about 40 MiB, so the soft limit
-		// rather than the live heap's size decides when to collect.
-		debug.SetGCPercent(defaultGCPercent)
+		// rather than the live heap's size decides when to collect. With
+		// a limit of the operator's (perhaps none, or a large one), a
+		// sign-in burst's live heap times nine could be far more memory:
+		// GOGC 200 then.
+		gc := defaultGCPercent
+		if !ownLimit {
+			gc = operatorLimitGCPercent
+		}
+		debug.SetGCPercent(gc)
 	}
 	return serve(ctx, c, log, newAccessLogger(sink.deferred(), level), nil, stdout)
 }
@@ -83,8 +91,13 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 // which overrides it): bytes.
 const defaultMemoryLimit = 48 << 20
 
-// defaultGCPercent is authd serve's GOGC (the environment's overrides it).
-const defaultGCPercent = 800
+// defaultGCPercent is authd serve's GOGC under its own memory limit, and
+// operatorLimitGCPercent under a GOMEMLIMIT set in the environment (a GOGC
+// there overrides both).
+const (
+	defaultGCPercent       = 800
+	operatorLimitGCPercent = 200
+)
 
 // serve wires the store, cache and server and runs the HTTP listener.
 // ready, if set, is called with the server once it listens (dev seeding).
