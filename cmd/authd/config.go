@@ -326,8 +326,10 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 // connection closed by an earlier timeout redials, and the new
 // connection's handshake has the same bound: about 150 ms for the first
 // call to a stalled Redis, 300 ms for the next ones (TestServeRedisCallsBounded).
-// A Redis that refuses connections costs go-redis's dial retries
-// (about 0.8 s a call), as before.
+// A Redis that refuses connections costs go-redis's dial retries (about
+// 0.8 s a call, more when packets are dropped) until its pool has failed
+// PoolSize dials (10 per core); the pool then fails at once and probes
+// once a second, as before.
 func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
