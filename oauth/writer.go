@@ -59,14 +59,15 @@ func toRFC6749(err error) *fosite.RFC6749Error {
 	return fosite.ErrorToRFC6749Error(err)
 }
 
-// writeJSON writes v as JSON with the given status and no-store caching
-// (RFC 6749 §5.1: token responses MUST carry Cache-Control: no-store).
+// writeJSON writes v as JSON (as json.Encoder does: a trailing newline)
+// with the given status and no-store caching (RFC 6749 §5.1: token
+// responses MUST carry Cache-Control: no-store), through writeJSONBytes.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Pragma", "no-cache")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil { // only for a value authd never passes (a channel, say)
+		b, status = []byte(`{"error":"server_error"}`), http.StatusInternalServerError
+	}
+	writeJSONBytes(w, status, append(b, '\n'))
 }
 
 // Header values every JSON answer carries, shared rather than allocated
