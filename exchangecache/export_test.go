@@ -11,3 +11,10 @@ func MemoryLen(m *Memory) int {
 	defer m.mu.Unlock()
 	return len(m.entries)
 }
+
+// UseClaimScript makes r claim with the script it uses on a Redis older than
+// 7.0, as if Redis had refused SET with NX and GET; for tests only.
+func UseClaimScript(r *Redis) { r.scriptClaim.Store(true) }
+
+// RefusesNXGet is refusesNXGet, for tests.
+var RefusesNXGet = refusesNXGet

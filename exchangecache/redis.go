@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,51 +25,66 @@ const (
 	DefaultRedisPollInterval = 5 * time.Millisecond
 )
 
-// Entry layout: one Redis hash per key with the fields
+// Entry layout: one Redis string per key (the key ends in entrySuffix),
 //
-//	s  state: "i" (in flight) or "c" (completed)
-//	f  fingerprint
-//	o  owner token (only while in flight)
-//	d  sealed response (only when completed)
+//	state  one byte: 'i' (in flight) or 'c' (completed)
+//	n      the fingerprint's length in bytes, four lowercase hex digits
+//	fp     the fingerprint (n bytes)
+//	rest   the owner token while in flight, the sealed response once completed
 //
-// and a PEXPIRE for the in-flight TTL or the replay window.
+// with a PX expiry: the in-flight TTL, then the replay window. A string, not
+// a hash, so that a claim is one native command (SET … NX GET, Redis 7.0 or
+// later) instead of a script: a replay's claim costs Redis about 2 µs of
+// CPU instead of the script's 16 (docs/benchmarks.md, fifth session).
 
-// claimScript creates the in-flight entry if the key is absent, or returns
-// the existing entry's state, fingerprint and sealed data, in one atomic step.
-//
-// KEYS[1] entry key; ARGV[1] fingerprint, ARGV[2] owner, ARGV[3] TTL in ms.
-// Returns {} when claimed, else {state, fingerprint, data}.
+// entrySuffix ends every entry's key. The entries of authd before the
+// string layout were hashes under the same name without it; the suffix
+// keeps both apart while nodes of both versions share a Redis, so neither
+// meets the other's type (each just misses and fails over to PostgreSQL).
+const entrySuffix = ":s"
+
+// maxFingerprint bounds a fingerprint's length, which the entry stores in
+// four hex digits. Fingerprint and BoundFingerprint return 43 bytes.
+const maxFingerprint = 0xffff
+
+// claimScript is Claim on a Redis older than 7.0, which refuses NX with
+// GET: it creates the in-flight entry if the key is absent, or returns the
+// existing entry, in one atomic step. KEYS[1] entry key; ARGV[1] the new
+// entry, ARGV[2] TTL in ms. Returns false when claimed (nil to go-redis),
+// else the existing entry.
 var claimScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 's', 'f', 'd')
-if v[1] then
-  return {v[1], v[2] or '', v[3] or ''}
+local v = redis.call('GET', KEYS[1])
+if v then
+  return v
 end
-redis.call('HSET', KEYS[1], 's', 'i', 'f', ARGV[1], 'o', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
 `)
+
+// ownedScriptHead reads the entry into v and returns 0 unless it is in
+// flight and owned by ARGV[1]; n is the header and fingerprint's length.
+const ownedScriptHead = `
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, 1) ~= 'i' then
+  return 0
+end
+local n = 5 + tonumber(string.sub(v, 2, 5), 16)
+if string.sub(v, n + 1) ~= ARGV[1] then
+  return 0
+end
+`
 
 // completeScript stores the sealed response if ARGV[1] owns the in-flight
 // entry. KEYS[1] entry key; ARGV[1] owner, ARGV[2] sealed, ARGV[3] TTL in ms.
 // Returns 1 if stored, 0 if the claim is not held.
-var completeScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 's', 'o')
-if v[1] ~= 'i' or v[2] ~= ARGV[1] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 's', 'c', 'd', ARGV[2])
-redis.call('HDEL', KEYS[1], 'o')
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+var completeScript = redis.NewScript(ownedScriptHead + `
+redis.call('SET', KEYS[1], 'c' .. string.sub(v, 2, n) .. ARGV[2], 'PX', ARGV[3])
 return 1
 `)
 
 // releaseScript deletes the entry if ARGV[1] owns it and it is in flight.
 // KEYS[1] entry key; ARGV[1] owner. Returns 1 if deleted, 0 otherwise.
-var releaseScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 's', 'o')
-if v[1] ~= 'i' or v[2] ~= ARGV[1] then
-  return 0
-end
+var releaseScript = redis.NewScript(ownedScriptHead + `
 redis.call('DEL', KEYS[1])
 return 1
 `)
@@ -75,8 +92,8 @@ return 1
 // RedisOptions configures [NewRedis]. The zero value uses the defaults.
 type RedisOptions struct {
 	// Prefix is prepended to every Redis key; the full key is
-	// Prefix + "{" + key + "}" so that Redis Cluster hashes on the cache key
-	// alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
+	// Prefix + "{" + key + "}:s" so that Redis Cluster hashes on the cache
+	// key alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
 	// ("authd:xc:"). Tests use a unique prefix per test for isolation.
 	Prefix string
 	// Timeout bounds each Redis round trip (a Wait poll counts as one), so a
@@ -106,7 +123,10 @@ type Redis struct {
 	// command on its own long-lived context and ignores the caller's (see
 	// NewRedis); no per-call deadline is set then.
 	pipelined bool
-	lastWarn  atomic.Int64 // Unix nanoseconds of the last warning
+	// scriptClaim: Redis refused SET with both NX and GET (older than
+	// 7.0), so Claim runs claimScript instead; set on the first refusal.
+	scriptClaim atomic.Bool
+	lastWarn    atomic.Int64 // Unix nanoseconds of the last warning
 }
 
 var _ Cache = (*Redis)(nil)
@@ -173,7 +193,7 @@ func (r *Redis) fail(err error) error {
 
 // redisKey returns the Redis key for a cache key.
 func (r *Redis) redisKey(key string) string {
-	return r.opts.Prefix + "{" + key + "}"
+	return r.opts.Prefix + "{" + key + "}" + entrySuffix
 }
 
 // millis converts d to whole milliseconds, rounding up, at least 1.
@@ -182,26 +202,62 @@ func millis(d time.Duration) int64 {
 	return max(int64(ms), 1)
 }
 
-// report turns a stored state, fingerprint and sealed value into a Result for
-// a caller presenting fingerprint.
-func report(state, storedFP, data, fingerprint string) (Result, error) {
+// inFlightEntry returns the entry Claim writes: state 'i', fingerprint and
+// owner, in the layout above.
+func inFlightEntry(fingerprint, owner string) string {
+	const hex = "0123456789abcdef"
+	n := len(fingerprint)
+	b := make([]byte, 0, 5+n+len(owner))
+	b = append(b, 'i', hex[n>>12&15], hex[n>>8&15], hex[n>>4&15], hex[n&15])
+	b = append(b, fingerprint...)
+	b = append(b, owner...)
+	return string(b)
+}
+
+// report turns a stored entry into a Result for a caller presenting
+// fingerprint: Mismatch unless the stored fingerprint equals it (compared in
+// constant time), else InFlight or Completed with the sealed response.
+func report(entry, fingerprint string) (Result, error) {
+	if len(entry) < 5 {
+		return Result{}, fmt.Errorf("exchangecache: corrupt entry of %d bytes", len(entry))
+	}
+	n, err := strconv.ParseUint(entry[1:5], 16, 16)
+	if err != nil || len(entry) < 5+int(n) {
+		return Result{}, errors.New("exchangecache: corrupt entry: bad fingerprint length")
+	}
+	storedFP, rest := entry[5:5+n], entry[5+n:]
 	if subtle.ConstantTimeCompare([]byte(storedFP), []byte(fingerprint)) != 1 {
 		return Result{Outcome: Mismatch}, nil
 	}
-	switch state {
-	case "i":
+	switch entry[0] {
+	case 'i':
 		return Result{Outcome: InFlight}, nil
-	case "c":
-		return Result{Outcome: Completed, Sealed: []byte(data)}, nil
+	case 'c':
+		return Result{Outcome: Completed, Sealed: []byte(rest)}, nil
 	default:
-		return Result{}, fmt.Errorf("exchangecache: corrupt entry: unknown state %q", state)
+		return Result{}, fmt.Errorf("exchangecache: corrupt entry: unknown state %q", entry[0])
 	}
 }
 
-// Claim implements [Cache.Claim] with one Lua script (claim-or-return-existing).
+// refusesNXGet reports whether err is Redis refusing SET with both NX and
+// GET, which Redis accepts from 7.0 on (older versions answer "syntax
+// error").
+func refusesNXGet(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "syntax error")
+}
+
+// Claim implements [Cache.Claim] with one command: SET key entry NX GET PX
+// ttl sets the in-flight entry if the key is absent and returns nil, or
+// changes nothing and returns the existing entry. On a Redis older than 7.0
+// the same step is claimScript. A fingerprint longer than 65,535 bytes is
+// an ErrInvalidArgument.
 func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL time.Duration) (Result, error) {
 	if err := checkKeyFP("claim", key, fingerprint); err != nil {
 		return Result{}, err
+	}
+	if len(fingerprint) > maxFingerprint {
+		return Result{}, invalid("claim", "fingerprint over 65535 bytes")
 	}
 	if err := checkTTL("claim", inflightTTL); err != nil {
 		return Result{}, err
@@ -209,21 +265,30 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	owner := rand.Text()
-	vals, err := claimScript.Run(ctx, r.client, []string{r.redisKey(key)}, fingerprint, owner, millis(inflightTTL)).StringSlice()
-	if err != nil {
+	entry := inFlightEntry(fingerprint, owner)
+	rkey := r.redisKey(key)
+	var old string
+	var err error
+	if !r.scriptClaim.Load() {
+		ttl := time.Duration(millis(inflightTTL)) * time.Millisecond
+		old, err = r.client.SetArgs(ctx, rkey, entry, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
+		if err != nil && refusesNXGet(err) {
+			r.scriptClaim.Store(true)
+		}
+	}
+	if r.scriptClaim.Load() {
+		old, err = claimScript.Run(ctx, r.client, []string{rkey}, entry, millis(inflightTTL)).Text()
+	}
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Result{Outcome: Claimed, Owner: owner}, nil
+	case err != nil:
 		return Result{}, r.fail(fmt.Errorf("exchangecache: claim: %w", err))
 	}
-	switch len(vals) {
-	case 0:
-		return Result{Outcome: Claimed, Owner: owner}, nil
-	case 3:
-		return report(vals[0], vals[1], vals[2], fingerprint)
-	default:
-		return Result{}, fmt.Errorf("exchangecache: claim: unexpected reply of %d values", len(vals))
-	}
+	return report(old, fingerprint)
 }
 
-// Lookup implements [Cache.Lookup] with one HMGET.
+// Lookup implements [Cache.Lookup] with one GET.
 func (r *Redis) Lookup(ctx context.Context, key, fingerprint string) (Result, error) {
 	if err := checkKeyFP("lookup", key, fingerprint); err != nil {
 		return Result{}, err
@@ -235,20 +300,14 @@ func (r *Redis) Lookup(ctx context.Context, key, fingerprint string) (Result, er
 func (r *Redis) lookup(ctx context.Context, key, fingerprint string) (Result, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	vals, err := r.client.HMGet(ctx, r.redisKey(key), "s", "f", "d").Result()
+	entry, err := r.client.Get(ctx, r.redisKey(key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Result{Outcome: Absent}, nil
+	}
 	if err != nil {
 		return Result{}, r.fail(fmt.Errorf("exchangecache: lookup: %w", err))
 	}
-	if len(vals) != 3 {
-		return Result{}, fmt.Errorf("exchangecache: lookup: unexpected reply of %d values", len(vals))
-	}
-	state, ok := vals[0].(string)
-	if !ok { // nil: no such key (HMGET answers nil fields, not redis.Nil)
-		return Result{Outcome: Absent}, nil
-	}
-	fp, _ := vals[1].(string)
-	data, _ := vals[2].(string)
-	return report(state, fp, data, fingerprint)
+	return report(entry, fingerprint)
 }
 
 // Complete implements [Cache.Complete] with one Lua compare-and-set script.
@@ -288,7 +347,7 @@ func (r *Redis) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// Wait implements [Cache.Wait] by polling with HMGET every
+// Wait implements [Cache.Wait] by polling with GET every
 // RedisOptions.PollInterval; each poll is bounded by RedisOptions.Timeout.
 func (r *Redis) Wait(ctx context.Context, key, fingerprint string, timeout time.Duration) (Result, error) {
 	if err := checkKeyFP("wait", key, fingerprint); err != nil {

@@ -308,18 +308,14 @@ func TestRawRedisValueHasNoToken(t *testing.T) {
 	if strings.Contains(keys[0], code) {
 		t.Fatal("the Redis key contains the code itself")
 	}
-	vals, err := client.HGetAll(ctx, keys[0]).Result()
+	raw, err := client.Get(ctx, keys[0]).Result()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var dump strings.Builder
-	for k, val := range vals {
-		dump.WriteString(k + "=" + val + "\n")
 	}
 	for _, secret := range []string{res.str("access_token"), res.str("refresh_token"), v, code} {
 		// Also the token's parts: the key part and the signature part.
 		for _, part := range append([]string{secret}, strings.Split(secret, ".")...) {
-			if len(part) >= 16 && strings.Contains(dump.String(), part) {
+			if len(part) >= 16 && strings.Contains(raw, part) {
 				t.Fatalf("raw Redis value contains %q", part)
 			}
 		}
