@@ -423,3 +423,21 @@ func TestBurstVerdict(t *testing.T) {
 		t.Errorf("verdict %q", v)
 	}
 }
+
+// TestReportCeilingMean: a ceiling measured twice at one concurrency (before
+// and after the replay modes) counts as the mean of both runs.
+func TestReportCeilingMean(t *testing.T) {
+	var out bytes.Buffer
+	writeReport(&out, []*result{
+		{Mode: "ceiling-http", Label: "ceiling-http (before)", Concurrency: 16, Rate: 9000},
+		{Mode: "replay", Concurrency: 16, Rate: 5000},
+		{Mode: "ceiling-http", Label: "ceiling-http (after)", Concurrency: 16, Rate: 11000},
+		{Mode: "replay", Concurrency: 64, Rate: 5000},
+		{Mode: "ceiling-http", Concurrency: 64, Rate: 8000},
+	})
+	for _, want := range []string{"| replay | 16 | 5000 |", "| 50% |", "| ceiling-http (before) | 16 | 9000 |", "| 90% |", "| 110% |", "| replay | 64 | 5000 |", "| 62% |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
