@@ -25,7 +25,7 @@ const (
 	DefaultRedisPollInterval = 5 * time.Millisecond
 )
 
-// Entry layout: one Redis string per key (the key ends in entrySuffix),
+// Entry layout: one Redis string per key,
 //
 //	state  one byte: 'i' (in flight) or 'c' (completed)
 //	n      the fingerprint's length in bytes, four lowercase hex digits
@@ -36,12 +36,13 @@ const (
 // a hash, so that a claim is one native command (SET … NX GET, Redis 7.0 or
 // later) instead of a script: a replay's claim costs Redis about 2 µs of
 // CPU instead of the script's 16 (docs/benchmarks.md, fifth session).
-
-// entrySuffix ends every entry's key. The entries of authd before the
-// string layout were hashes under the same name without it; the suffix
-// keeps both apart while nodes of both versions share a Redis, so neither
-// meets the other's type (each just misses and fails over to PostgreSQL).
-const entrySuffix = ":s"
+//
+// Versions of authd before this layout stored a hash under the same key.
+// While nodes of both versions share a Redis, each meets the other's entries
+// as WRONGTYPE, a cache error: it fails open, and PostgreSQL's replay record
+// answers. The key stays the same on purpose: Forget (DEL) from a node of
+// either version removes an entry of either layout, so a revocation is never
+// left behind in the other layout.
 
 // maxFingerprint bounds a fingerprint's length, which the entry stores in
 // four hex digits. Fingerprint and BoundFingerprint return 43 bytes.
@@ -68,7 +69,11 @@ local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, 1) ~= 'i' then
   return 0
 end
-local n = 5 + tonumber(string.sub(v, 2, 5), 16)
+local h = string.sub(v, 2, 5)
+if not string.match(h, '^%x%x%x%x$') then
+  return 0
+end
+local n = 5 + tonumber(h, 16)
 if string.sub(v, n + 1) ~= ARGV[1] then
   return 0
 end
@@ -92,7 +97,7 @@ return 1
 // RedisOptions configures [NewRedis]. The zero value uses the defaults.
 type RedisOptions struct {
 	// Prefix is prepended to every Redis key; the full key is
-	// Prefix + "{" + key + "}:s" so that Redis Cluster hashes on the cache
+	// Prefix + "{" + key + "}" so that Redis Cluster hashes on the cache
 	// key alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
 	// ("authd:xc:"). Tests use a unique prefix per test for isolation.
 	Prefix string
@@ -193,7 +198,7 @@ func (r *Redis) fail(err error) error {
 
 // redisKey returns the Redis key for a cache key.
 func (r *Redis) redisKey(key string) string {
-	return r.opts.Prefix + "{" + key + "}" + entrySuffix
+	return r.opts.Prefix + "{" + key + "}"
 }
 
 // millis converts d to whole milliseconds, rounding up, at least 1.

@@ -87,6 +87,51 @@ func TestRefusesNXGet(t *testing.T) {
 	}
 }
 
+// TestRedisEarlierLayout: an entry in the hash layout of earlier versions
+// (a node of the previous version, mid-upgrade) is a cache error for every
+// operation, never Claimed or Absent, so the exchange fails open to
+// PostgreSQL; and Forget removes it, so a revocation on a new node leaves
+// nothing an old node could replay.
+func TestRedisEarlierLayout(t *testing.T) {
+	ctx := t.Context()
+	c, client, prefix := newRedis(t)
+	rkey := prefix + "{old}"
+	if err := client.HSet(ctx, rkey, "s", "c", "f", "fp", "d", "sealed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Claim(ctx, "old", "fp", time.Second); err == nil {
+		t.Fatalf("Claim on a hash entry = %v, want an error", res.Outcome)
+	}
+	if res, err := c.Lookup(ctx, "old", "fp"); err == nil {
+		t.Fatalf("Lookup on a hash entry = %v, want an error", res.Outcome)
+	}
+	if err := c.Forget(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, rkey).Val(); n != 0 {
+		t.Fatal("Forget left the hash entry")
+	}
+	// A corrupt string entry is an error too, and Complete and Release
+	// leave it alone.
+	for _, bad := range []string{"", "i", "c00", "i0x02fpOWNER", "c-002fp", "cffffshort", "x0002fp"} {
+		if err := client.Set(ctx, rkey, bad, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Claim(ctx, "old", "fp", time.Second); err == nil && res.Outcome != exchangecache.Mismatch {
+			t.Errorf("Claim on %q = %v, want an error or Mismatch", bad, res.Outcome)
+		}
+		if err := c.Complete(ctx, "old", "OWNER", []byte("x"), time.Minute); !errors.Is(err, exchangecache.ErrNotOwner) {
+			t.Errorf("Complete on %q = %v, want ErrNotOwner", bad, err)
+		}
+		if err := c.Release(ctx, "old", "OWNER"); !errors.Is(err, exchangecache.ErrNotOwner) {
+			t.Errorf("Release on %q = %v, want ErrNotOwner", bad, err)
+		}
+		if got := client.Get(ctx, rkey).Val(); got != bad {
+			t.Errorf("entry %q became %q", bad, got)
+		}
+	}
+}
+
 func TestRedisStoresNoPlaintext(t *testing.T) {
 	ctx := t.Context()
 	c, client, prefix := newRedis(t)
@@ -111,7 +156,7 @@ func TestRedisStoresNoPlaintext(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	raw, err := client.Get(ctx, prefix+"{"+key+"}:s").Result()
+	raw, err := client.Get(ctx, prefix+"{"+key+"}").Result()
 	if err != nil {
 		t.Fatalf("no raw entry found (key layout changed?): %v", err)
 	}
@@ -139,7 +184,7 @@ func TestRedisKeyLayoutAndTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rkey := prefix + "{sig}:s"
+	rkey := prefix + "{sig}"
 	if pttl := client.PTTL(ctx, rkey).Val(); pttl <= 9*time.Second || pttl > 10*time.Second {
 		t.Fatalf("in-flight PTTL = %v, want about 10s", pttl)
 	}
