@@ -84,8 +84,9 @@ func writeReport(w io.Writer, results []*result) {
 		return a.Started < b.Started // RFC 3339 in UTC: in the order run
 	})
 	// A ceiling measured more than once at one concurrency (bench/run.sh
-	// measures the HTTP ceiling before and after the replay modes, since
-	// it moves by a quarter within minutes) counts as the mean of its runs.
+	// measures each before and after the modes it is the ceiling of, since
+	// it moves by up to a third within minutes) counts as the mean of its
+	// runs.
 	ceiling := func(mode string, c int) float64 {
 		var sum float64
 		n := 0
@@ -134,7 +135,7 @@ func writeReport(w io.Writer, results []*result) {
 			r.LoadStart, r.LoadEnd)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2), and in microseconds of CPU time per iteration (failed ones included). SQL and Redis columns are per iteration of the timed phase, from authd's counters on /metrics (authd_db_statements_total, authd_db_round_trips_total, authd_redis_commands_total, authd_redis_round_trips_total) read when it starts and ends, so preparation is excluded and background jobs (janitor, key rotation) are included; the database ceiling counts its own statements the same way. A ceiling run more than once at a concurrency (the HTTP ceiling, before and after the replay modes) is the mean of its runs, and each of its rows shows its ratio to that mean. Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
+	fmt.Fprintln(w, "Latencies are of the whole iteration (the flow for login and sso). Server CPU is in cores (of 2), and in microseconds of CPU time per iteration (failed ones included). SQL and Redis columns are per iteration of the timed phase, from authd's counters on /metrics (authd_db_statements_total, authd_db_round_trips_total, authd_redis_commands_total, authd_redis_round_trips_total) read when it starts and ends, so preparation is excluded and background jobs (janitor, key rotation) are included; the database ceiling counts its own statements the same way. A ceiling run more than once at a concurrency (bench/run.sh runs the HTTP ceiling before and after the replay modes, the database ceiling before and after the exchange modes) is the mean of its runs, and each of its rows shows its ratio to that mean. Load avg is the machine's 1-minute load average at the start and end of the run: the same 2 cores run authd, PostgreSQL, Redis, authbench and whatever else the machine is doing. † prepared work ran out before the deadline; the rate is over the time it lasted.")
 	fmt.Fprintln(w)
 	writeBurstReport(w, results)
 	fmt.Fprintln(w, "### Every step")
