@@ -57,7 +57,7 @@ type config struct {
 
 // flags registers the settings on fs with their defaults.
 func (c *config) flags(fs *flag.FlagSet, server bool) {
-	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://…), or \"memory\" for a throwaway single node (AUTHD_DATABASE_URL; required)")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "PostgreSQL URL (postgres://…), or \"memory\" for a throwaway single node (AUTHD_DATABASE_URL; required by every command but dev, which always runs in memory)")
 	fs.StringVar(&c.Secret, "secret", "", "system secret, at least 32 bytes (AUTHD_SECRET)")
 	if !server {
 		return
