@@ -164,11 +164,13 @@ wait_idle() {
 bench() { # name c args...
 	local name=$1 c=$2 prof=""
 	shift 2
+	local authd=1
+	case $name in ceiling-http*) authd=0 ;; esac
 	# Every authd run reads authd's statement and command counters.
-	case $name in ceiling-http*) ;; *) set -- "$@" -metrics-url "$METRICS_URL" ;; esac
+	if [ $authd = 1 ]; then set -- "$@" -metrics-url "$METRICS_URL"; fi
 	wait_idle
 	log "$name c=$c ($DURATION, load average $(cut -d' ' -f1 /proc/loadavg))"
-	if [ "${BENCH_PROFILE:-0}" = 1 ] && [ "${name#ceiling-http}" = "$name" ]; then
+	if [ "${BENCH_PROFILE:-0}" = 1 ] && [ $authd = 1 ]; then
 		# Profile the middle of the timed phase (preparation excluded as far
 		# as possible: exchange mints codes first for as long as it runs).
 		local secs=${DURATION%s}
@@ -212,31 +214,30 @@ run_mode() {
 }
 
 # Each ratio is measured next to its ceiling, so that both see the machine
-# in the same state (the ceilings alone moved by ±25% between runs made
-# minutes apart): the HTTP ceiling, then replay and replay-dpop, then the
+# in the same state: the HTTP ceiling, then replay and replay-dpop, then the
 # HTTP ceiling again; the database ceiling, then exchange and
 # exchange-dpop, then the database ceiling again; then the other modes in
 # MODES order. The report divides by the mean of a ceiling's two runs: each
 # ceiling moved by up to a third between runs minutes apart (the database
 # ceiling 1,751–2,934/s in one hour), more than authd did.
 has_mode() { case " $MODES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+http_ceiling() { # before|after C
+	[ "${BENCH_CEILINGS:-1}" != 0 ] || return 0
+	bench "ceiling-http-$1" "$2" -mode ceiling-http -label "ceiling-http ($1)" -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
+}
+db_ceiling() { # before|after C
+	[ "${BENCH_CEILINGS:-1}" != 0 ] || return 0
+	wait_idle
+	log "ceiling-db ($1) c=$2 ($DURATION)"
+	"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$2" -d "$DURATION" -label "ceiling-db ($1)" -json >"$raw/ceiling-db-$1-c$2.json"
+}
 for c in $CONCURRENCY; do
-	http_ceiling() { # before|after
-		[ "${BENCH_CEILINGS:-1}" != 0 ] || return 0
-		bench "ceiling-http-$1" "$c" -mode ceiling-http -label "ceiling-http ($1)" -target "http://$CEIL_ADDR" -server-pid "$ceil_pid"
-	}
-	http_ceiling before
+	http_ceiling before "$c"
 	for m in replay replay-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
-	if has_mode replay || has_mode replay-dpop; then http_ceiling after; fi
-	db_ceiling() { # before|after
-		[ "${BENCH_CEILINGS:-1}" != 0 ] || return 0
-		wait_idle
-		log "ceiling-db ($1) c=$c ($DURATION)"
-		"$work/authbench" ceiling-db -database-url "$PG/postgres?sslmode=disable" -c "$c" -d "$DURATION" -label "ceiling-db ($1)" -json >"$raw/ceiling-db-$1-c$c.json"
-	}
-	db_ceiling before
+	if has_mode replay || has_mode replay-dpop; then http_ceiling after "$c"; fi
+	db_ceiling before "$c"
 	for m in exchange exchange-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
-	if has_mode exchange || has_mode exchange-dpop; then db_ceiling after; fi
+	if has_mode exchange || has_mode exchange-dpop; then db_ceiling after "$c"; fi
 	for m in $MODES; do
 		case $m in replay | replay-dpop | exchange | exchange-dpop) continue ;; esac
 		run_mode "$m" "$c"

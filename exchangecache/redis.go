@@ -45,7 +45,7 @@ const (
 // left behind in the other layout.
 
 // maxFingerprint bounds a fingerprint's length, which the entry stores in
-// four hex digits. Fingerprint and BoundFingerprint return 43 bytes.
+// four hex digits. Fingerprint and BoundFingerprint return 64 (hex SHA-256).
 const maxFingerprint = 0xffff
 
 // claimScript is Claim on a Redis older than 7.0, which refuses NX with
@@ -97,8 +97,8 @@ return 1
 // RedisOptions configures [NewRedis]. The zero value uses the defaults.
 type RedisOptions struct {
 	// Prefix is prepended to every Redis key; the full key is
-	// Prefix + "{" + key + "}" so that Redis Cluster hashes on the cache
-	// key alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
+	// Prefix + "{" + key + "}" so that Redis Cluster hashes on the cache key
+	// alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
 	// ("authd:xc:"). Tests use a unique prefix per test for isolation.
 	Prefix string
 	// Timeout bounds each Redis round trip (a Wait poll counts as one), so a
@@ -270,20 +270,7 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	owner := rand.Text()
-	entry := inFlightEntry(fingerprint, owner)
-	rkey := r.redisKey(key)
-	var old string
-	var err error
-	if !r.scriptClaim.Load() {
-		ttl := time.Duration(millis(inflightTTL)) * time.Millisecond
-		old, err = r.client.SetArgs(ctx, rkey, entry, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
-		if err != nil && refusesNXGet(err) {
-			r.scriptClaim.Store(true)
-		}
-	}
-	if r.scriptClaim.Load() {
-		old, err = claimScript.Run(ctx, r.client, []string{rkey}, entry, millis(inflightTTL)).Text()
-	}
+	old, err := r.setNXGet(ctx, r.redisKey(key), inFlightEntry(fingerprint, owner), millis(inflightTTL))
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Result{Outcome: Claimed, Owner: owner}, nil
@@ -291,6 +278,22 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 		return Result{}, r.fail(fmt.Errorf("exchangecache: claim: %w", err))
 	}
 	return report(old, fingerprint)
+}
+
+// setNXGet sets rkey to entry, expiring in ms milliseconds, if rkey is
+// absent, and then returns redis.Nil; otherwise it changes nothing and
+// returns the existing entry. It is SET … NX GET, or claimScript once Redis
+// has refused that (older than 7.0).
+func (r *Redis) setNXGet(ctx context.Context, rkey, entry string, ms int64) (string, error) {
+	if !r.scriptClaim.Load() {
+		ttl := time.Duration(ms) * time.Millisecond
+		old, err := r.client.SetArgs(ctx, rkey, entry, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
+		if err == nil || !refusesNXGet(err) {
+			return old, err
+		}
+		r.scriptClaim.Store(true)
+	}
+	return claimScript.Run(ctx, r.client, []string{rkey}, entry, ms).Text()
 }
 
 // Lookup implements [Cache.Lookup] with one GET.
