@@ -32,6 +32,11 @@
 #   BENCH_BURST_CONCURRENCY  the concurrencies at which the burst mode runs (default 16)
 #   BENCH_CEILINGS     if 0, skip the two reference ceilings (a quick look at
 #                      some modes; the ratio columns stay empty)
+#   BENCH_AUTHD        an authd binary to run instead of building this tree's
+#                      (bench/compare.sh runs two revisions this way)
+#   BENCH_AUTHBENCH    likewise for authbench
+#   BENCH_OUT          where results go (default bench/results)
+#   BENCH_REV          the revision the report names (default this tree's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +53,7 @@ LOG_LEVEL=${BENCH_LOG_LEVEL:-info}
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 db="authbench_$(date -u +%Y%m%d%H%M%S)_$$"
 work=$(mktemp -d)
-out=bench/results
+out=${BENCH_OUT:-bench/results}
 raw="$out/$stamp"
 mkdir -p "$raw"
 
@@ -67,8 +72,8 @@ cleanup() {
 trap cleanup EXIT
 
 log "building authd and authbench"
-go build -o "$work/authd" ./cmd/authd
-go build -o "$work/authbench" ./cmd/authbench
+if [ -n "${BENCH_AUTHD:-}" ]; then cp "$BENCH_AUTHD" "$work/authd"; else go build -o "$work/authd" ./cmd/authd; fi
+if [ -n "${BENCH_AUTHBENCH:-}" ]; then cp "$BENCH_AUTHBENCH" "$work/authbench"; else go build -o "$work/authbench" ./cmd/authbench; fi
 
 # Ports free now (authd, its operations listener, the HTTP ceiling): never
 # someone else's server. Should another process take one before it is bound,
@@ -251,7 +256,7 @@ report="$out/$stamp.md"
 	echo
 	echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), $(free -g | awk '/^Mem:/{print $2}') GiB RAM, Linux $(uname -r)"
 	echo "- $(go version | cut -d' ' -f3), PostgreSQL $(psql "$PG/postgres?sslmode=disable" -Atc 'show server_version' | cut -d' ' -f1), Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), all on this machine"
-	echo "- authd $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+dirty'), authd serve on PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL, database URL parameters: $PG_PARAMS, AUTHD_TOKEN_RATE_LIMIT=$AUTHD_TOKEN_RATE_LIMIT"
+	echo "- authd ${BENCH_REV:-$(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+dirty')}, authd serve on PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL, database URL parameters: $PG_PARAMS, AUTHD_TOKEN_RATE_LIMIT=$AUTHD_TOKEN_RATE_LIMIT"
 	echo "- each run: $DURATION, concurrency $CONCURRENCY; authbench on the same 2 cores as authd, PostgreSQL and Redis"
 	echo "- authd peak RSS of the last run: $peak (per-run peaks in the table: VmHWM reset at the start of each run)"
 	echo

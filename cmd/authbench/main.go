@@ -10,6 +10,7 @@
 //	authbench ceiling-http [flags]         HTTP ceiling: a fixed token-sized JSON handler
 //	authbench ceiling-db -database-url URL PostgreSQL ceiling: one exchange's SQL, from Go
 //	authbench report FILE.json...          Markdown table (with ceiling ratios) of -json results
+//	authbench compare -base DIRS -head DIRS median ok/s of two revisions per mode, and their ratio
 //	authbench free-port [-n N]             N free TCP ports on 127.0.0.1
 //	authbench check-server -pid PID URL... check that PID is what listens there
 //
@@ -63,6 +64,7 @@ Usage:
   authbench ceiling-http [flags]           HTTP ceiling: serve a fixed token-sized JSON and load it
   authbench ceiling-db -database-url URL   PostgreSQL ceiling: one exchange's SQL, driven from Go
   authbench report FILE.json...            Markdown table of -json results, with ceiling ratios
+  authbench compare -base DIRS -head DIRS  median ok/s per mode of two revisions and HEAD/BASE (bench/compare.sh)
   authbench free-port [-n N]               print N free TCP ports on 127.0.0.1
   authbench check-server -pid PID URL...   check that PID is the process listening there
 
@@ -95,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return cmdCeilingDB(ctx, args[1:], stdout, stderr)
 		case "report":
 			return cmdReport(args[1:], stdout)
+		case "compare":
+			return cmdCompare(args[1:], stdout)
 		case "free-port":
 			return cmdFreePort(args[1:], stdout, stderr)
 		case "check-server":
