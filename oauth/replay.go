@@ -44,7 +44,7 @@ type replayCache struct {
 	sealKey   []byte
 	waitLimit time.Duration
 	now       func() time.Time
-	metrics   *metrics
+	metrics   *Metrics
 	log       *slog.Logger
 }
 

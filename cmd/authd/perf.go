@@ -28,8 +28,9 @@ func (p *perfConfig) flags(fs *flag.FlagSet) {
 
 // validate checks the settings.
 func (p *perfConfig) validate() error {
+	var errs problems
 	if p.ClientCacheTTL < 0 || p.ClientCacheTTL > time.Minute {
-		return usagef("AUTHD_CLIENT_CACHE_TTL: must be between 0 (off) and 1m (got %s)", p.ClientCacheTTL)
+		errs.addf("AUTHD_CLIENT_CACHE_TTL: must be between 0 (off) and 1m (got %s)", p.ClientCacheTTL)
 	}
-	return nil
+	return errs.err()
 }
