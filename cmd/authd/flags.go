@@ -34,6 +34,9 @@ func parse(fs *flag.FlagSet, usage string, args []string, getenv func(string) st
 		if v := getenv(envName(f.Name)); v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				errs = append(errs, usagef("%s: %q is not valid%s", envName(f.Name), v, expectedForm(f)))
+				// The flag package may have stored a zero; the default
+				// keeps this setting out of the other checks' reports.
+				_ = fs.Set(f.Name, f.DefValue)
 			}
 		}
 	})
