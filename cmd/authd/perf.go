@@ -18,7 +18,7 @@ func defaultPoolMaxConns() int32 {
 // perfConfig holds the performance settings: the client cache.
 type perfConfig struct {
 	// ClientCacheTTL is how long a client read from PostgreSQL is reused
-	// in process (oauth.Config.ClientCacheTTL); 0 disables.
+	// in process (storage.CachingStore, built in newServer); 0 disables.
 	ClientCacheTTL time.Duration
 }
 
