@@ -126,7 +126,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	if c.TokenRateLimit < 0 {
 		errs.addf("AUTHD_TOKEN_RATE_LIMIT: must not be negative (got %g); 0 disables", c.TokenRateLimit)
 	}
-	if c.DPoPNonce != "on" && c.DPoPNonce != "off" {
+	if c.DPoPNonce != "" && c.DPoPNonce != "on" && c.DPoPNonce != "off" {
 		errs.addf("AUTHD_DPOP_NONCE: must be on or off (got %q)", c.DPoPNonce)
 	}
 	if c.ReplayWindow < 0 {

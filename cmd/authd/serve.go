@@ -100,6 +100,9 @@ const (
 // it listens (dev seeding). accessLog, if set, receives the one line per
 // HTTP request (default log).
 func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready func(srv *oauth.Server, store storage.Store, issuer, opsAddr string) error, stdout io.Writer) error {
+	for _, w := range c.warnings {
+		log.Warn(w.msg, w.args...)
+	}
 	// Statements and round trips to PostgreSQL and Redis, on /metrics
 	// (authd_db_*, authd_redis_*): what authbench reports per iteration.
 	dbCount, redisCount := ops.NewDBCounter(), ops.NewRedisCounter()
@@ -121,8 +124,7 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 	if c.Issuer == "" {
 		c.Issuer = "http://" + ln.Addr().String()
 	}
-	c.warnings = append(c.warnings, issuerWarnings(c.Issuer)...)
-	for _, w := range c.warnings {
+	for _, w := range issuerWarnings(c.Issuer) {
 		log.Warn(w.msg, w.args...)
 	}
 	warnIfRedisDown(ctx, cache, c.RedisURL, log)

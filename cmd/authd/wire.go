@@ -61,7 +61,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		return nil, nil, fmt.Errorf("signing keys: %w", err)
 	}
 	var nonces *dpop.Nonces
-	if c.DPoPNonce == "on" {
+	if c.DPoPNonce != "off" {
 		nonces = dpop.NewNonces(oc.Secret, 0, nil)
 	}
 	dpopStoreError := metrics.DPoPStoreError(log)
