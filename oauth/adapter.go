@@ -38,7 +38,7 @@ import (
 //     code issued by an earlier authd has its PKCE session in the PKCE
 //     session table, where it is still read and deleted.
 type fositeStore struct {
-	storage.Store
+	Store
 	// pkceRows also writes PKCE sessions to the table (Config.PKCERows).
 	pkceRows bool
 }

@@ -812,7 +812,7 @@ func TestAdminAuditLog(t *testing.T) {
 	// Over HTTP, the event carries the request ID; a refused request is
 	// logged too.
 	buf.Reset()
-	srv, err := oauth.New(oauth.Config{Issuer: "http://127.0.0.1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
+	srv, err := newServer(oauth.Config{Issuer: "http://127.0.0.1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
 		oauth.Deps{Store: store, Logger: logger})
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestAuthorizeRefusalIsLogged(t *testing.T) {
 	t.Parallel()
 	var buf syncLogBuffer
 	srv := httptest.NewUnstartedServer(nil)
-	app, err := oauth.New(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
+	app, err := newServer(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
 		oauth.Deps{Store: memory.New(), Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)

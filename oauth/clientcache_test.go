@@ -9,10 +9,6 @@ import (
 	"github.com/authd/authd/oauth"
 )
 
-// withClientCache turns on the client cache and the per-request code memo
-// (storage.CachingStore), as authd serve does by default.
-func withClientCache(c *oauth.Config) { c.ClientCacheTTL = time.Minute }
-
 // TestClientCacheKeepsExchangeInvariants runs the exchange's invariants
 // with the cache and memo on: a code is redeemed once, even by 32
 // concurrent requests; reuse with another verifier is refused and revokes
@@ -21,7 +17,7 @@ func TestClientCacheKeepsExchangeInvariants(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { withClientCache(c); c.DisableReplay = true }})
+			h := newHarness(t, harnessOpts{backend: backend, clientCacheTTL: time.Minute, cfg: func(c *oauth.Config) { c.DisableReplay = true }})
 			code, v := h.code(t, publicClient)
 			results := h.raceExchange(t, 32, code, v)
 			ok, winner := 0, ""
@@ -71,7 +67,7 @@ func TestClientCacheReplayAndClientCredentials(t *testing.T) {
 	for _, backend := range backends {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOpts{backend: backend, cfg: withClientCache})
+			h := newHarness(t, harnessOpts{backend: backend, clientCacheTTL: time.Minute})
 			h.addServiceClient(t)
 			code, v := h.code(t, publicClient)
 			first := h.exchange(t, publicClient, code, v, publicRedirect)

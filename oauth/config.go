@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/password"
-	"github.com/authd/authd/storage"
+	"github.com/authd/authd/signing"
 )
 
 // Config holds the server's settings. Durations are time.Duration values;
@@ -19,7 +20,8 @@ import (
 type Config struct {
 	// Issuer is the authorization server's issuer identifier (RFC 8414 §2),
 	// an https URL (or http for loopback/dev) without query or fragment.
-	// It is sent as "iss" on every authorization response (RFC 9207).
+	// A trailing slash is removed (NormalizeIssuer). It is sent as "iss"
+	// on every authorization response (RFC 9207).
 	Issuer string
 	// Secret is the system secret, at least 32 bytes. Token and code HMAC
 	// keys, cookie keys, client secret hashing keys and the replay cache's
@@ -49,13 +51,6 @@ type Config struct {
 	// identity); the cookie holds only a random reference.
 	SessionTTL     time.Duration
 	SessionIdleTTL time.Duration
-	// PasswordHashConcurrency is how many password hashes and
-	// verifications compute at once; more sign-ins queue (and leave the
-	// queue when their client goes away). Default
-	// password.DefaultConcurrency(): half the cores, at least 1, so a burst
-	// of sign-ins cannot take the CPU from the token endpoint. Ignored when
-	// Deps.Passwords is set.
-	PasswordHashConcurrency int
 	// SilentSSO decides when an existing session plus a remembered consent
 	// (or skip_consent) gives a code with no interaction (RFC 8252 §8.6):
 	// "assured" (the default) only where the client's identity is assured,
@@ -85,31 +80,10 @@ type Config struct {
 	// endpoint per source address (default 20/s, burst 100); PerSecond < 0
 	// turns it off.
 	AuthFailureLimits TokenLimits
-	// ClientCacheTTL, when positive, caches clients in process for that
-	// long (storage.CachingStore). Writes through this server invalidate at
-	// once; other processes see a change within the TTL. Zero (the
-	// default) turns it off. It changes nothing else: every exchange is one
-	// write transaction either way.
-	ClientCacheTTL time.Duration
 	// IDTokenTTL is the ID token lifetime (default 1h; OpenID Connect
-	// Core §2 "exp").
+	// Core §2 "exp"). It must match the signing keys' TokenTTL
+	// (Deps.Keys), which keeps a retired key published that long.
 	IDTokenTTL time.Duration
-	// KeyRotation is the age at which the ID token signing keys are
-	// replaced (default 720h); KeyPrepublish how long a new key is in the
-	// JWKS before it signs (default 24h, at most KeyRotation/2). A retired
-	// key stays published until every ID token it signed has expired
-	// (package signing).
-	KeyRotation   time.Duration
-	KeyPrepublish time.Duration
-	// DPoPNonce is whether DPoP proofs at the token endpoint must carry a
-	// server nonce (RFC 9449 §8): "on" (the default) or "off". With it on,
-	// a client's first DPoP request gets use_dpop_nonce and a DPoP-Nonce
-	// header, and signs its proofs with the nonce from then on; a
-	// pre-computed proof (a stolen device's, say) is worth at most the
-	// nonce's 5 to 10 minutes. Nonces are stateless (package dpop), so they
-	// hold across replicas and restarts. The round trip is checked before
-	// the grant, so it never consumes a code or rotates a refresh token.
-	DPoPNonce string
 	// RequirePAR makes every authorization request come by PAR (RFC 9126
 	// §6, require_pushed_authorization_requests for the whole server); a
 	// client can also require it for itself (client metadata).
@@ -127,10 +101,29 @@ type Config struct {
 	DemoVerifier string
 }
 
-// Deps are the collaborators of a Server; Store is required.
+// Deps are the collaborators of a Server. The caller (cmd/authd) builds
+// them once: the store and its decorators (backend → client cache →
+// revocation), the identity service, the signing keys (loaded or created
+// first), the DPoP verifiers. New assembles them and does no I/O.
 type Deps struct {
-	// Store persists clients, users, codes and tokens.
-	Store storage.Store
+	// Store is the storage the server calls (Store); required. authd serve
+	// passes the backend behind storage.CachingStore (clients cached for
+	// AUTHD_CLIENT_CACHE_TTL) and revocation.Store (every revocation also
+	// drops its replay cache entries).
+	Store Store
+	// People is the identity service (users, sessions, consent), on the
+	// same store; required. Its session lifetimes are
+	// Config.SessionTTL and Config.SessionIdleTTL.
+	People *identity.Service
+	// Keys signs ID tokens and serves the JWKS (package signing); required.
+	// The caller loads or creates them first (Keys.Ensure); a key still
+	// missing at the first exchange that needs one is created then.
+	Keys *signing.Manager
+	// DPoP verifies DPoP proofs (RFC 9449); both verifiers are required.
+	DPoP DPoPVerifiers
+	// Metrics are the server's metrics (NewMetrics), the ones the services
+	// above count into; nil: New makes its own.
+	Metrics *Metrics
 	// Cache is the exchange replay cache; nil disables replay.
 	Cache exchangecache.Cache
 	// Logger receives audit and error logs; default slog.Default().
@@ -141,14 +134,8 @@ type Deps struct {
 	AccessLog *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// DPoPReplay records the jti of DPoP proofs (package dpop, which fails
-	// open when it cannot answer); nil is an in-memory store, right for one
-	// process only.
-	DPoPReplay dpop.ReplayStore
-	// Passwords hashes and verifies user passwords (package password:
-	// argon2id, bcrypt accepted) with a bound on concurrent hashing; nil
-	// is a Hasher with the default parameters and
-	// Config.PasswordHashConcurrency slots. Tests pass cheap parameters.
+	// Passwords is People's password hasher (package password), whose
+	// slots the metrics show (authd_password_hash*); nil shows none.
 	Passwords *password.Hasher
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
@@ -157,11 +144,25 @@ type Deps struct {
 	AfterExchangeCommit func()
 }
 
+// DPoPVerifiers are the server's DPoP proof verifiers (package dpop), on
+// one jti store.
+type DPoPVerifiers struct {
+	// Token verifies proofs at the token and PAR endpoints. With server
+	// nonces (dpop.Options.Nonces, AUTHD_DPOP_NONCE=on), a client's first
+	// DPoP request gets use_dpop_nonce and a DPoP-Nonce header (RFC 9449
+	// §8), checked before the grant, so it never consumes a code or
+	// rotates a refresh token.
+	Token *dpop.Verifier
+	// Resource verifies proofs at UserInfo: no nonce (RFC 9449 §7).
+	Resource *dpop.Verifier
+}
+
 const (
 	minSecretLen = 32
 )
 
 func (c *Config) applyDefaults() {
+	c.Issuer = NormalizeIssuer(c.Issuer)
 	if c.AuthorizeCodeTTL == 0 {
 		c.AuthorizeCodeTTL = 60 * time.Second
 	}
@@ -195,15 +196,6 @@ func (c *Config) applyDefaults() {
 	if c.IDTokenTTL == 0 {
 		c.IDTokenTTL = time.Hour
 	}
-	if c.KeyRotation == 0 {
-		c.KeyRotation = 720 * time.Hour
-	}
-	if c.KeyPrepublish == 0 {
-		c.KeyPrepublish = min(24*time.Hour, c.KeyRotation/2)
-	}
-	if c.DPoPNonce == "" {
-		c.DPoPNonce = DPoPNonceOn
-	}
 	if c.IdempotencyKeyTTL == 0 {
 		c.IdempotencyKeyTTL = 24 * time.Hour
 	}
@@ -232,20 +224,11 @@ func (c *Config) Validate() error {
 	if c.SessionTTL < time.Minute || c.SessionIdleTTL < time.Minute {
 		return fmt.Errorf("session TTL: the session lifetimes must be at least 1m, got %s and idle %s", c.SessionTTL, c.SessionIdleTTL)
 	}
-	if c.PasswordHashConcurrency < 0 {
-		return fmt.Errorf("password hash concurrency: must be 0 (the default) or more, got %d", c.PasswordHashConcurrency)
-	}
 	if c.SessionIdleTTL > c.SessionTTL {
 		return fmt.Errorf("session idle TTL: %s is longer than the session TTL %s", c.SessionIdleTTL, c.SessionTTL)
 	}
 	if c.IDTokenTTL < time.Second {
 		return fmt.Errorf("ID token TTL: must be at least 1s, got %s", c.IDTokenTTL)
-	}
-	if c.KeyPrepublish <= 0 || c.KeyPrepublish > c.KeyRotation/2 {
-		return fmt.Errorf("key prepublish: %s must be positive and at most half the key rotation %s", c.KeyPrepublish, c.KeyRotation)
-	}
-	if c.DPoPNonce != DPoPNonceOn && c.DPoPNonce != DPoPNonceOff {
-		return fmt.Errorf("DPoP nonce: %q is not %q or %q", c.DPoPNonce, DPoPNonceOn, DPoPNonceOff)
 	}
 	if c.SilentSSO != SilentSSOAssured && c.SilentSSO != SilentSSONever {
 		return fmt.Errorf("silent SSO: %q is not %q or %q", c.SilentSSO, SilentSSOAssured, SilentSSONever)
@@ -253,11 +236,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// DPoPNonce values (Config.DPoPNonce).
-const (
-	DPoPNonceOn  = "on"
-	DPoPNonceOff = "off"
-)
+// NormalizeIssuer is the one normalisation of an issuer identifier: a
+// trailing slash is removed, so that "https://login.example.com/" and
+// "https://login.example.com" are one issuer and the endpoint URLs built
+// from it (issuer + "/oauth2/token") have one slash. RFC 8414 §3 and
+// OpenID Connect Discovery §4 append the well-known path to the issuer
+// the same way.
+func NormalizeIssuer(issuer string) string { return strings.TrimRight(issuer, "/") }
 
 // SilentSSO values (Config.SilentSSO).
 const (

@@ -1,6 +1,6 @@
 // Package oauth is authd's OAuth 2.0 authorization server: it composes fosite
-// (authorization code + PKCE, refresh, introspection, revocation) over a
-// storage.Store, puts the exchange replay cache in front of the token
+// (authorization code + PKCE, refresh, introspection, revocation) over the
+// slice of storage it calls (Store), puts the exchange replay cache in front of the token
 // endpoint, and serves the HTTP endpoints and the login/consent pages. Admin
 // (admin.go) is the HTTP adapter of the client administration service
 // (package clientadmin) behind /admin/clients, and (admin_users.go) of the
@@ -24,6 +24,8 @@
 //
 // It is the only package that knows both fosite and the replay cache.
 // Everything it needs is passed to New explicitly (Config, Deps): it holds no
-// package-level state. It must never log a code, token, code_verifier, client
+// package-level state, and New builds no service and does no I/O (cmd/authd
+// builds the store's decorators, the identity service, the signing keys and
+// the DPoP verifiers, and hands them in). It must never log a code, token, code_verifier, client
 // secret or password, and never answer a client's input with a 500.
 package oauth

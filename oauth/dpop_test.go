@@ -23,7 +23,6 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/dpop/rsverify"
 	"github.com/authd/authd/exchangecache/redistest"
-	"github.com/authd/authd/oauth"
 )
 
 // dpopKey is a client's DPoP key, as a mobile app holds it in the Secure
@@ -345,7 +344,7 @@ func TestDPoPRefreshReplay(t *testing.T) {
 // §10) binds the code: a proof from another key, or none, is refused and
 // consumes nothing; the bound key's proof redeems it.
 func TestDPoPJKTBindsCode(t *testing.T) {
-	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) { c.DPoPNonce = oauth.DPoPNonceOff }})
+	h := newHarness(t, harnessOpts{backend: "memory", dpopNonceOff: true})
 	key, other := newDPoPKey(t, "ES256"), newDPoPKey(t, "ES256")
 	verifier := oauth2.GenerateVerifier()
 	loc := h.login(t, newBrowser(t), h.oauthConfig(publicClient).AuthCodeURL("state-0123",
@@ -370,7 +369,7 @@ func TestDPoPJKTBindsCode(t *testing.T) {
 // across two replicas sharing it.
 func TestDPoPJTIStoreRedis(t *testing.T) {
 	store := dpop.NewRedis(redistest.NewClient(t, redistest.Addr(t)), time.Second)
-	h := newHarness(t, harnessOpts{backend: "memory", dpopReplay: store, cfg: func(c *oauth.Config) { c.DPoPNonce = oauth.DPoPNonceOff }})
+	h := newHarness(t, harnessOpts{backend: "memory", dpopReplay: store, dpopNonceOff: true})
 	key := newDPoPKey(t, "ES256")
 	code, verifier := h.code(t, publicClient)
 	p := key.proof(t, "POST", h.srv.URL+"/oauth2/token", "", "")
@@ -435,7 +434,7 @@ func TestDPoPResourceServer(t *testing.T) {
 func TestDPoPBoundClient(t *testing.T) {
 	for _, backend := range []string{"memory", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
-			h := newHarness(t, harnessOpts{backend: backend, cfg: func(c *oauth.Config) { c.DPoPNonce = oauth.DPoPNonceOff }})
+			h := newHarness(t, harnessOpts{backend: backend, dpopNonceOff: true})
 			res := h.admin(t, adminReq{method: "POST", path: "/admin/clients", body: `{"client_name":"DPoP app","redirect_uris":["` + publicRedirect + `"],` +
 				`"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none",` +
 				`"scope":"openid offline_access","skip_consent":true,"dpop_bound_access_tokens":true}`})

@@ -238,7 +238,7 @@ func TestReplayFromRedisReadsNoDatabase(t *testing.T) {
 	t.Cleanup(pool.Close)
 	cache, client, prefix := redisCache(t, redistest.Addr(t))
 	h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, cache: cache,
-		cfg: func(c *oauth.Config) { c.ClientCacheTTL = time.Minute }})
+		clientCacheTTL: time.Minute})
 	h.seed()
 
 	code, v := h.code(t, publicClient)
@@ -322,7 +322,7 @@ func TestExchangeIsOneWriteTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
-			h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, cfg: func(c *oauth.Config) { c.ClientCacheTTL = ttl }})
+			h := newHarness(t, harnessOpts{backend: "postgres", pool: pool, clientCacheTTL: ttl})
 			h.seed()
 			code, v := h.code(t, publicClient)
 			tracer.take()

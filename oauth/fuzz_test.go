@@ -37,7 +37,7 @@ func FuzzTokenRequest(f *testing.F) {
 		f.Add(s.ct, s.auth, s.body)
 	}
 	store := memory.New()
-	app, err := oauth.New(oauth.Config{Issuer: "http://127.0.0.1:1", Secret: []byte(testSecret)},
+	app, err := newServer(oauth.Config{Issuer: "http://127.0.0.1:1", Secret: []byte(testSecret)},
 		oauth.Deps{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)
@@ -121,7 +121,7 @@ func FuzzAdminClientMetadata(f *testing.F) {
 		f.Add(s)
 	}
 	store := memory.New()
-	app, err := oauth.New(oauth.Config{Issuer: "http://127.0.0.1:1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
+	app, err := newServer(oauth.Config{Issuer: "http://127.0.0.1:1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
 		oauth.Deps{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)

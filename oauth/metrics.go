@@ -1,15 +1,21 @@
 package oauth
 
 import (
+	"log/slog"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/authd/authd/password"
 )
 
-// metrics are the server's Prometheus metrics, in a registry of its own
-// (no package-level state: several servers can run in one process).
-type metrics struct {
+// Metrics are a server's Prometheus metrics, in a registry of their own
+// (no package-level state: several servers can run in one process). The
+// caller that builds the server's services creates them first (NewMetrics),
+// so that the revocation store and the DPoP verifiers count into them
+// (RevocationCacheError, DPoPStoreError), and passes them in Deps.Metrics:
+// one Server per Metrics.
+type Metrics struct {
 	registry      *prometheus.Registry
 	tokenRequests *prometheus.CounterVec   // grant_type, outcome
 	replay        *prometheus.CounterVec   // event: hit, wait, mismatch, fail_open, store_failed
@@ -20,8 +26,10 @@ type metrics struct {
 	dpopReplayFailOpen prometheus.Counter
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
+// NewMetrics returns the metrics of one server, registered in a new
+// registry (Registry).
+func NewMetrics() *Metrics {
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		tokenRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authd_token_requests_total",
@@ -50,9 +58,32 @@ func newMetrics() *metrics {
 	return m
 }
 
+// Registry is the registry holding the metrics (Server.Registry).
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// RevocationCacheError is revocation.Store's OnError: a revoked grant's
+// replay cache entry that could not be dropped counts as a replay cache
+// fail_open, with a warning in log.
+func (m *Metrics) RevocationCacheError(log *slog.Logger) func(error) {
+	return func(err error) {
+		m.replay.WithLabelValues("fail_open").Inc()
+		log.Warn("replay cache entry of a revoked grant not dropped; it expires with the replay window", "error", err)
+	}
+}
+
+// DPoPStoreError is dpop.Options.OnStoreError: a proof accepted while the
+// jti store could not answer counts in authd_dpop_jti_store_fail_open_total,
+// with a warning in log.
+func (m *Metrics) DPoPStoreError(log *slog.Logger) func(error) {
+	return func(err error) {
+		m.dpopReplayFailOpen.Inc()
+		log.Warn("DPoP jti store unavailable; proof accepted within its iat window (fail open)", "error", err)
+	}
+}
+
 // watchPasswords exports the password hasher's slots: how many sign-ins
 // (and new passwords) are hashing, and how many wait for a slot.
-func (m *metrics) watchPasswords(h *password.Hasher) {
+func (m *Metrics) watchPasswords(h *password.Hasher) {
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authd_password_hashes_in_flight",

@@ -44,7 +44,7 @@ const (
 // request_uri is stored as its signature, HMAC under a key of its own
 // (as codes are), never in the clear.
 type parStorage struct {
-	storage.Store
+	Store
 	key []byte
 	now func() time.Time
 }

@@ -137,7 +137,7 @@ func TestPARRequired(t *testing.T) {
 // with the key it gets DPoP tokens. A dpop_jkt differing from the proof's
 // key is refused.
 func TestPARDPoP(t *testing.T) {
-	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) { c.DPoPNonce = oauth.DPoPNonceOff }})
+	h := newHarness(t, harnessOpts{backend: "memory", dpopNonceOff: true})
 	key, other := newDPoPKey(t, "ES256"), newDPoPKey(t, "EdDSA")
 	parURL := h.srv.URL + "/oauth2/par"
 	verifier := oauth2.GenerateVerifier()

@@ -9,7 +9,6 @@ import (
 	"github.com/ory/fosite/handler/par"
 
 	"github.com/authd/authd/pkce"
-	"github.com/authd/authd/storage"
 )
 
 // provider is the composed fosite provider plus the pieces of it the server
@@ -27,10 +26,10 @@ type provider struct {
 // needs the code the former produced), refresh, client credentials,
 // introspection and revocation.
 //
-// store is the store fosite's handlers use; the code and refresh handlers
-// see it through fositeStore (adapter.go), and every path that revokes goes
-// through revokingStore (revoke.go), which the caller passes as store.
-func newProvider(cfg Config, store storage.Store, auth *clientAuthenticator) *provider {
+// store is the store fosite's handlers use (Deps.Store, so every path that
+// revokes goes through revocation.Store); the code and refresh handlers see
+// it through fositeStore (adapter.go).
+func newProvider(cfg Config, store Store, auth *clientAuthenticator) *provider {
 	fc := &fosite.Config{
 		AccessTokenLifespan:   cfg.AccessTokenTTL,
 		RefreshTokenLifespan:  cfg.RefreshTokenTTL,

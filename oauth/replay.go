@@ -28,7 +28,7 @@ const (
 //     claim on failure so a retry gets a clean shot.
 //  2. Completed with the same fingerprint: open the sealed response with
 //     the presented code_verifier (or refresh token) and answer it, with no
-//     database read. Revocation drops the entry (revokingStore), so a
+//     database read. Revocation drops the entry (revocation.Store), so a
 //     revoked response is never found here.
 //  3. In flight with the same fingerprint: wait (bounded) for the first
 //     attempt, then 2, or 1 if it released its claim; still in flight
@@ -44,7 +44,7 @@ type replayCache struct {
 	sealKey   []byte
 	waitLimit time.Duration
 	now       func() time.Time
-	metrics   *metrics
+	metrics   *Metrics
 	log       *slog.Logger
 }
 

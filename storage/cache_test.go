@@ -19,13 +19,20 @@ import (
 // The decorator keeps the whole storage contract, on both backends.
 func TestCachingStoreConformance(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		storagetest.Run(t, func(t *testing.T) storage.Store { return storage.NewCachingStore(memory.New(), time.Minute) })
+		storagetest.Run(t, func(t *testing.T) storagetest.Store { return cached(memory.New()) })
 	})
 	t.Run("postgres", func(t *testing.T) {
-		storagetest.Run(t, func(t *testing.T) storage.Store {
-			return storage.NewCachingStore(postgres.New(pgtest.New(t)), time.Minute)
-		})
+		storagetest.Run(t, func(t *testing.T) storagetest.Store { return cached(postgres.New(pgtest.New(t))) })
 	})
+}
+
+// cached is the decorator over backend, with the backend's own methods
+// that the suite also checks.
+func cached(backend storagetest.Store) storagetest.Store {
+	return struct {
+		*storage.CachingStore
+		storagetest.BackendMethods
+	}{storage.NewCachingStore(backend, time.Minute), backend}
 }
 
 // counting counts backend reads.

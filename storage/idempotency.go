@@ -94,11 +94,4 @@ type IdempotencyStore interface {
 	// claimed. status must be non-zero. It returns ErrNotFound if the key is
 	// not claimed and in flight (never claimed, or already completed).
 	CompleteIdempotencyKey(ctx context.Context, k IdempotencyKey, status int, response []byte) error
-	// GetIdempotencyKey returns the stored record, expired or not, or
-	// ErrNotFound.
-	GetIdempotencyKey(ctx context.Context, k IdempotencyKey) (*IdempotencyRecord, error)
-	// DeleteExpiredIdempotencyKeys deletes up to limit records (all, if
-	// limit <= 0) whose ExpiresAt is not after now, and returns how many it
-	// deleted. Records in flight are deleted too once expired.
-	DeleteExpiredIdempotencyKeys(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -47,7 +47,8 @@ type ReplayScope struct {
 	Subject string
 }
 
-// ReplayStore keeps the durable replay records.
+// ReplayStore keeps the durable replay records; they are written by
+// Batcher.CommitWithReplayRecord, in the redeeming transaction.
 //
 // Revocation contract, honoured by every backend: RevokeAccessToken and
 // RevokeRefreshToken of a request ID mark that grant's records Revoked in
@@ -55,13 +56,6 @@ type ReplayScope struct {
 // (a user's for one client); DeleteClient and DeleteUser's RevokeSubject
 // leave no record usable.
 type ReplayStore interface {
-	// PutReplayRecord inserts rec, in the transaction carried by ctx when
-	// there is one (the redeeming transaction), and marks every other
-	// record of rec.RequestID Revoked (superseded). It returns the keys it
-	// marked, so the caller can drop their cache entries. It returns
-	// ErrAlreadyExists if rec.Key is taken and ErrNotFound if the client
-	// does not exist.
-	PutReplayRecord(ctx context.Context, rec *ReplayRecord) (superseded []string, err error)
 	// GetReplayRecord returns the record with key, whatever its window or
 	// revocation, or ErrNotFound. The caller owns the result.
 	GetReplayRecord(ctx context.Context, key string) (*ReplayRecord, error)

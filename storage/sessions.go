@@ -73,7 +73,4 @@ type SessionStore interface {
 	// EndSessions ends every session of subject ("sign out everywhere") and
 	// returns how many there were. Tokens are not revoked.
 	EndSessions(ctx context.Context, subject string) (int, error)
-	// DeleteExpiredSessions deletes up to limit sessions invalid at now and
-	// returns how many it deleted.
-	DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error)
 }

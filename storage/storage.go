@@ -172,17 +172,19 @@ type Batcher interface {
 	// DeletePKCERequestSession and TouchSession (which then returns a nil
 	// session, and fails the commit with ErrNotFound for a session that is
 	// no longer valid) may be queued instead of sent, and go to the
-	// server together with the next PutReplayRecord or with Commit (or
-	// CommitWithReplayRecord), which then report their errors (a failed
-	// queued write fails the transaction). BEGIN itself may travel with the
+	// server together with Commit or CommitWithReplayRecord, which then
+	// report their errors (a failed queued write fails the transaction). BEGIN itself may travel with the
 	// first statement. Reads in the transaction need not see queued
 	// writes, and a queued DeletePKCERequestSession reports nothing. A
 	// backend without round trips may return a plain transaction.
 	BeginDeferredTX(ctx context.Context) (context.Context, error)
-	// CommitWithReplayRecord is PutReplayRecord then Commit for ctx's
-	// transaction, in one round trip where the backend batches: the queued
-	// writes, the record and COMMIT travel together. Its errors are those
-	// of both; on an error the transaction is rolled back.
+	// CommitWithReplayRecord inserts rec in ctx's transaction (the
+	// redeeming one), marks every other record of rec.RequestID Revoked
+	// (superseded) and commits, in one round trip where the backend
+	// batches: the queued writes, the record and COMMIT travel together.
+	// It returns the keys it marked, so the caller can drop their cache
+	// entries. A taken rec.Key is ErrAlreadyExists, a missing client
+	// ErrNotFound; on any error the transaction is rolled back.
 	CommitWithReplayRecord(ctx context.Context, rec *ReplayRecord) (superseded []string, err error)
 	// GetAuthorizeCodeRecord reads a code as stored, undecoded: for a
 	// caller that decodes it more than once (oauth's code memo, which also
@@ -234,8 +236,6 @@ type Store interface {
 	UserStore
 	SessionStore
 	ConsentStore
-	SessionStore
-	ConsentStore
 	oauth2.CoreStorage
 	oauth2.TokenRevocationStorage
 	pkce.PKCERequestStorage
@@ -247,6 +247,33 @@ type Store interface {
 	Batcher
 	SigningKeyStore
 	PARStore
+}
+
+// CodeRead returns a code read from a backend as fosite's contract wants
+// it (Store): a redeemed code is the requester AND
+// ErrInvalidatedAuthorizeCode. A backend's GetAuthorizeCodeSession is
+// CodeRead of its read: the request, whether it is active, and an error.
+func CodeRead(req fosite.Requester, active bool, err error) (fosite.Requester, error) {
+	return fositeRead(req, active, err, ErrInvalidatedAuthorizeCode)
+}
+
+// TokenRead is CodeRead for an access or refresh token: a rotated or
+// revoked one is the requester AND ErrInactiveToken.
+func TokenRead(req fosite.Requester, active bool, err error) (fosite.Requester, error) {
+	return fositeRead(req, active, err, ErrInactiveToken)
+}
+
+// fositeRead is fosite's rule for a stored request that is no longer
+// active (fosite handler/oauth2/storage.go): it comes back together with
+// the sentinel, so fosite can tell reuse from an unknown code or token.
+func fositeRead(req fosite.Requester, active bool, err, inactive error) (fosite.Requester, error) {
+	if err != nil {
+		return nil, err
+	}
+	if !active {
+		return req, inactive
+	}
+	return req, nil
 }
 
 // PARStore holds pushed authorization requests (RFC 9126) under the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,9 +22,13 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres/pgtest"
@@ -43,6 +48,36 @@ func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 	return tg.url, tg.public, tg.service, tg.serviceSecret
 }
 
+// newServer builds authd's server on store as authd serve does
+// (cmd/authd's newServer), with an in-memory replay cache and cheap
+// password hashing.
+func newServer(cfg oauth.Config, store *memory.Store) (*oauth.Server, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	metrics := oauth.NewMetrics()
+	cache := exchangecache.NewMemory()
+	revoking := revocation.Store{Store: store, Cache: cache, OnError: metrics.RevocationCacheError(log)}
+	passwords := password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})
+	keys, err := signing.New(store, signing.Config{Secret: cfg.Secret, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.Ensure(context.Background()); err != nil {
+		return nil, err
+	}
+	replay := dpop.NewMemory()
+	onStoreError := metrics.DPoPStoreError(log)
+	return oauth.New(cfg, oauth.Deps{
+		Store:  revoking,
+		People: identity.New(revoking, identity.Options{Passwords: passwords, Logger: log}),
+		Keys:   keys,
+		DPoP: oauth.DPoPVerifiers{
+			Token:    dpop.NewVerifier(dpop.Options{Nonces: dpop.NewNonces(cfg.Secret, 0, nil), Replay: replay, OnStoreError: onStoreError}),
+			Resource: dpop.NewVerifier(dpop.Options{Replay: replay, OnStoreError: onStoreError}),
+		},
+		Metrics: metrics, Cache: cache, Logger: log, Passwords: passwords,
+	})
+}
+
 // target is an in-process authd and its clients.
 type target struct {
 	url, public, service, serviceSecret string
@@ -58,9 +93,7 @@ func newTargetWith(t *testing.T, wrap func(http.Handler) http.Handler) target {
 	t.Helper()
 	store := memory.New()
 	srv := httptest.NewUnstartedServer(nil)
-	app, err := oauth.New(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)},
-		oauth.Deps{Store: store, Cache: exchangecache.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Passwords: password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})})
+	app, err := newServer(oauth.Config{Issuer: "http://" + srv.Listener.Addr().String(), Secret: []byte(testSecret)}, store)
 	if err != nil {
 		t.Fatal(err)
 	}

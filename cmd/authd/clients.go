@@ -35,16 +35,62 @@ of acting twice. -v prints the audit event of each command on stderr (the
 server logs those of the API).
 `
 
-// clientsCommands lists the "authd clients" commands and whether each takes
-// a client ID, reads JSON on stdin, or takes an Idempotency-Key.
-var clientsCommands = map[string]struct{ id, stdin, key bool }{
-	"create":        {stdin: true, key: true},
-	"add":           {stdin: true, key: true},
-	"list":          {},
-	"get":           {id: true},
-	"update":        {id: true, stdin: true, key: true},
-	"delete":        {id: true},
-	"rotate-secret": {id: true, key: true},
+// clientsCommand is one "authd clients" command: whether it takes a client
+// ID, reads JSON on stdin, or takes an Idempotency-Key, and what it does
+// (its -h).
+type clientsCommand struct {
+	id, stdin, key bool
+	about          string
+}
+
+const createAbout = "Registers a client from RFC 7591 client metadata JSON on stdin and prints the\nclient information: the only time its client_secret is shown."
+
+// clientsCommands are the "authd clients" commands.
+var clientsCommands = map[string]clientsCommand{
+	"create":        {stdin: true, key: true, about: createAbout},
+	"add":           {stdin: true, key: true, about: createAbout + "\n\"add\" is \"create\"."},
+	"list":          {about: "Lists clients ordered by client_id, a page at a time: -limit clients, from\n-cursor (the next_cursor of the previous page)."},
+	"get":           {id: true, about: "Shows a client (never its secret)."},
+	"update":        {id: true, stdin: true, key: true, about: "Replaces a client's metadata with RFC 7591 client metadata JSON on stdin."},
+	"delete":        {id: true, about: "Deletes a client; its codes and tokens die with it."},
+	"rotate-secret": {id: true, key: true, about: "Issues a new client_secret, shown once; the old one stops working."},
+}
+
+// usage is the command's own usage text ("authd clients create -h").
+func (cc clientsCommand) usage(name string) string {
+	var args []string
+	if cc.id {
+		args = []string{"ID"}
+	}
+	about := cc.about + "\nPrints the JSON answer the admin API (/admin/clients) would send."
+	if cc.key {
+		about += "\nWith -idempotency-key, a retry with the same key and input prints the first\nanswer instead of acting twice."
+	}
+	return subcommandUsage("clients "+name, args, about)
+}
+
+// clientsOptions are the flags of the "authd clients" commands beyond
+// config's.
+type clientsOptions struct {
+	key     string
+	limit   int
+	cursor  string
+	verbose bool
+}
+
+// clientsFlagSet is the flag set of "authd clients NAME".
+func clientsFlagSet(name string, c *config, o *clientsOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("clients "+name, flag.ContinueOnError)
+	c.flags(fs, false)
+	fs.BoolVar(&o.verbose, "v", false, "print the audit event on stderr")
+	if clientsCommands[name].key {
+		fs.StringVar(&o.key, "idempotency-key", "", "make the command safe to retry: a retry with the same key and input prints the first answer")
+	}
+	if name == "list" {
+		fs.IntVar(&o.limit, "limit", 50, "clients per page (1–200)")
+		fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
+	}
+	return fs
 }
 
 // cmdClients runs "authd clients COMMAND": it calls clientadmin.Service,
@@ -68,29 +114,18 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	rest := args[1:]
 
 	var (
-		c       config
-		key     string
-		limit   int
-		cursor  string
-		verbose bool
+		c config
+		o clientsOptions
 	)
-	fs := flag.NewFlagSet("clients "+name, flag.ContinueOnError)
-	c.flags(fs, false)
-	fs.BoolVar(&verbose, "v", false, "print the audit event on stderr")
-	if cmd.key {
-		fs.StringVar(&key, "idempotency-key", "", "make the command safe to retry: a retry with the same key and input prints the first answer")
-	}
-	if name == "list" {
-		fs.IntVar(&limit, "limit", 50, "clients per page (1–200)")
-		fs.StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
-	}
+	fs := clientsFlagSet(name, &c, &o)
 	// The ID comes first ("authd clients get ID -flags"). Generated IDs are
 	// base64url and may start with "-", so only a defined flag is a flag.
 	var id string
 	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
 		id, rest = rest[0], rest[1:]
 	}
-	if err := parse(fs, clientsUsage, rest, getenv, stdout); err != nil {
+	envErr, err := envErrors(parse(fs, cmd.usage(name), rest, getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
 	if cmd.id && id == "" && fs.NArg() == 1 {
@@ -101,14 +136,19 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	if cmd.id && id == "" {
 		return usagef("usage: authd clients %s ID", name)
 	}
-	if name == "list" && (limit < 1 || limit > 200) {
-		return usagef("-limit: must be between 1 and 200, got %d", limit)
+	var errs problems
+	errs.add(envErr)
+	if name == "list" && (o.limit < 1 || o.limit > 200) {
+		errs.addf("-limit: must be between 1 and 200, got %d", o.limit)
 	}
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: authd clients needs a postgres:// URL (the memory store lives only inside a running server)")
+		errs.addf("AUTHD_DATABASE_URL: authd clients needs a postgres:// URL (the memory store lives only inside a running server)")
 	}
 	if len(c.Secret) < 32 {
-		return usagef("AUTHD_SECRET: must be set (the same as the server's): client secrets are hashed, and Idempotency-Keys sealed, with keys derived from it")
+		errs.addf("AUTHD_SECRET: must be set (the same as the server's): client secrets are hashed, and Idempotency-Keys sealed, with keys derived from it")
+	}
+	if err := errs.err(); err != nil {
+		return err
 	}
 	var body []byte
 	if cmd.stdin {
@@ -131,11 +171,11 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer closeStore()
-	svc, err := clientadmin.New(clientadmin.Config{Secret: []byte(c.Secret), Store: store, Logger: auditLogger(verbose, stderr)})
+	svc, err := clientadmin.New(clientadmin.Config{Secret: []byte(c.Secret), Store: store, Logger: auditLogger(o.verbose, stderr)})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	out, err := runClients(ctx, svc, svc.LocalCaller("cli"), name, id, key, body, limit, cursor)
+	out, err := runClients(ctx, svc, svc.LocalCaller("cli"), name, id, o.key, body, o.limit, o.cursor)
 	if err != nil {
 		return clientsError(err)
 	}

@@ -42,22 +42,23 @@ func (j *jobsConfig) flags(fs *flag.FlagSet, server bool) {
 
 // validate checks the job settings; errors name the setting.
 func (j *jobsConfig) validate() error {
+	var errs problems
 	if j.Janitor != "on" && j.Janitor != "off" {
-		return usagef("AUTHD_JANITOR: %q must be on or off", j.Janitor)
+		errs.addf("AUTHD_JANITOR: %q must be on or off", j.Janitor)
 	}
 	if j.Interval < 10*time.Millisecond {
-		return usagef("AUTHD_JANITOR_INTERVAL: must be at least 10ms (got %s)", j.Interval)
+		errs.addf("AUTHD_JANITOR_INTERVAL: must be at least 10ms (got %s)", j.Interval)
 	}
 	if j.Batch < 1 || j.Batch > 100000 {
-		return usagef("AUTHD_JANITOR_BATCH: must be between 1 and 100000 (got %d)", j.Batch)
+		errs.addf("AUTHD_JANITOR_BATCH: must be between 1 and 100000 (got %d)", j.Batch)
 	}
 	if j.Grace < 0 {
-		return usagef("AUTHD_JANITOR_GRACE: must not be negative (got %s)", j.Grace)
+		errs.addf("AUTHD_JANITOR_GRACE: must not be negative (got %s)", j.Grace)
 	}
 	if j.Lease < 100*time.Millisecond {
-		return usagef("AUTHD_JOB_LEASE: must be at least 100ms (got %s)", j.Lease)
+		errs.addf("AUTHD_JOB_LEASE: must be at least 100ms (got %s)", j.Lease)
 	}
-	return nil
+	return errs.err()
 }
 
 // janitorConfig maps the settings to the janitor's.
@@ -145,15 +146,19 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 		c    config
 		once bool
 	)
-	fs := flag.NewFlagSet("janitor", flag.ContinueOnError)
-	c.flags(fs, false)
-	c.jobs.flags(fs, false)
-	c.keys.flags(fs)
-	fs.BoolVar(&once, "once", false, "run the due jobs, then exit")
-	if err := parseNoArgs(fs, janitorUsage, args, getenv, stdout); err != nil {
+	fs := janitorFlagSet(&c, &once)
+	envErr, err := envErrors(parseNoArgs(fs, janitorUsage, args, getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
-	if err := c.jobs.validate(); err != nil {
+	var errs problems
+	errs.add(envErr)
+	errs.add(c.jobs.validate())
+	if c.Secret != "" {
+		errs.add(c.keys.validate())
+	}
+	errs.add(jobDatabase(c.DatabaseURL, "janitor"))
+	if err := errs.err(); err != nil {
 		return err
 	}
 	store, closeStore, err := openJobStore(ctx, c.DatabaseURL, "janitor")
@@ -165,9 +170,6 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 	var extra []jobs.Kind
 	if c.Secret != "" {
 		// With AUTHD_SECRET, the janitor also rotates the signing keys.
-		if err := c.keys.validate(); err != nil {
-			return err
-		}
 		keys, err := signing.New(store, c.keys.signingConfig(c.Secret, log))
 		if err != nil {
 			return usagef("AUTHD_SECRET: %v", err)
@@ -186,10 +188,28 @@ func cmdJanitor(ctx context.Context, args []string, getenv func(string) string, 
 	return err
 }
 
+// janitorFlagSet is the flag set of "authd janitor".
+func janitorFlagSet(c *config, once *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("janitor", flag.ContinueOnError)
+	c.flags(fs, false)
+	c.jobs.flags(fs, false)
+	c.keys.flags(fs)
+	fs.BoolVar(once, "once", false, "run the due jobs, then exit")
+	return fs
+}
+
+// jobDatabase refuses a job command's database that keeps no jobs.
+func jobDatabase(dbURL, cmd string) error {
+	if dbURL == "" || dbURL == "memory" {
+		return usagef("AUTHD_DATABASE_URL: %s needs a postgres:// URL (the memory store keeps no jobs)", cmd)
+	}
+	return nil
+}
+
 // openJobStore opens the PostgreSQL store for a job command.
 func openJobStore(ctx context.Context, dbURL, cmd string) (jobStore, func(), error) {
-	if dbURL == "" || dbURL == "memory" {
-		return nil, nil, usagef("AUTHD_DATABASE_URL: %s needs a postgres:// URL (the memory store keeps no jobs)", cmd)
+	if err := jobDatabase(dbURL, cmd); err != nil {
+		return nil, nil, err
 	}
 	store, closeStore, err := openStore(ctx, dbURL, true)
 	if err != nil {
@@ -208,6 +228,16 @@ const jobsUsage = `usage: authd jobs list [-kind KIND] [-status queued|running|d
 Shows the background jobs in AUTHD_DATABASE_URL, newest first.
 `
 
+// jobsFlagSet is the flag set of "authd jobs list".
+func jobsFlagSet(c *config, filter *storage.JobFilter, status *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("jobs list", flag.ContinueOnError)
+	c.flags(fs, false)
+	fs.StringVar(&filter.Kind, "kind", "", "only jobs of this kind, e.g. janitor:access_tokens")
+	fs.StringVar(status, "status", "", "only jobs in this state: queued, running, done or failed")
+	fs.IntVar(&filter.Limit, "limit", 50, "at most this many jobs, newest first")
+	return fs
+}
+
 // cmdJobs shows jobs: "jobs list [-kind K] [-status S] [-limit N]".
 func cmdJobs(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var (
@@ -215,11 +245,7 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 		filter storage.JobFilter
 		status string
 	)
-	fs := flag.NewFlagSet("jobs list", flag.ContinueOnError)
-	c.flags(fs, false)
-	fs.StringVar(&filter.Kind, "kind", "", "only jobs of this kind, e.g. janitor:access_tokens")
-	fs.StringVar(&status, "status", "", "only jobs in this state: queued, running, done or failed")
-	fs.IntVar(&filter.Limit, "limit", 50, "at most this many jobs, newest first")
+	fs := jobsFlagSet(&c, &filter, &status)
 	if len(args) == 0 || args[0] != "list" {
 		if len(args) > 0 && isHelp(args[0]) {
 			printUsage(fs, jobsUsage, stdout)
@@ -230,14 +256,21 @@ func cmdJobs(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return usagef("jobs: missing list (run \"authd help jobs\")")
 	}
-	if err := parseNoArgs(fs, jobsUsage, args[1:], getenv, stdout); err != nil {
+	envErr, err := envErrors(parseNoArgs(fs, jobsUsage, args[1:], getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
+	var errs problems
+	errs.add(envErr)
 	switch st := storage.JobStatus(status); st {
 	case "", storage.JobQueued, storage.JobRunning, storage.JobDone, storage.JobFailed:
 		filter.Status = st
 	default:
-		return usagef("-status: %q is not one of queued, running, done, failed", status)
+		errs.addf("-status: %q is not one of queued, running, done, failed", status)
+	}
+	errs.add(jobDatabase(c.DatabaseURL, "jobs list"))
+	if err := errs.err(); err != nil {
+		return err
 	}
 	store, closeStore, err := openJobStore(ctx, c.DatabaseURL, "jobs list")
 	if err != nil {

@@ -28,24 +28,25 @@ func (k *keysConfig) flags(fs *flag.FlagSet) {
 
 // validate checks the settings; errors name the variable.
 func (k *keysConfig) validate() error {
+	var errs problems
 	if k.Rotation < 20*time.Millisecond {
-		return usagef("AUTHD_KEY_ROTATION: must be at least 20ms (got %s)", k.Rotation)
+		errs.addf("AUTHD_KEY_ROTATION: must be at least 20ms (got %s)", k.Rotation)
 	}
 	if k.Prepublish == 0 {
 		k.Prepublish = min(24*time.Hour, k.Rotation/2)
 	}
 	if k.Prepublish < 0 || k.Prepublish > k.Rotation/2 {
-		return usagef("AUTHD_KEY_PREPUBLISH: must be positive and at most half of AUTHD_KEY_ROTATION (%s), got %s", k.Rotation, k.Prepublish)
+		errs.addf("AUTHD_KEY_PREPUBLISH: must be positive and at most half of AUTHD_KEY_ROTATION (%s), got %s", k.Rotation, k.Prepublish)
 	}
 	if k.IDTokenTTL < time.Second {
-		return usagef("AUTHD_ID_TOKEN_TTL: must be at least 1s (got %s)", k.IDTokenTTL)
+		errs.addf("AUTHD_ID_TOKEN_TTL: must be at least 1s (got %s)", k.IDTokenTTL)
 	}
-	return nil
+	return errs.err()
 }
 
 // apply copies the settings into the server's configuration.
 func (k *keysConfig) apply(oc *oauth.Config) {
-	oc.KeyRotation, oc.KeyPrepublish, oc.IDTokenTTL = k.Rotation, k.Prepublish, k.IDTokenTTL
+	oc.IDTokenTTL = k.IDTokenTTL
 }
 
 // signingConfig is the settings as package signing takes them.
@@ -67,16 +68,28 @@ expired), expired (deleted by the next rotation).
            AUTHD_KEY_ROTATION); it signs after AUTHD_KEY_PREPUBLISH
 `
 
+// keysCommands are the "authd keys" commands and what they do (their -h).
+var keysCommands = map[string]string{
+	"list":   "Lists the ID token signing keys in AUTHD_DATABASE_URL and their states: next,\ncurrent, retired, expired.",
+	"rotate": "Adds a new generation of signing keys now (the rotation job does it every\nAUTHD_KEY_ROTATION), then lists the keys; it signs after AUTHD_KEY_PREPUBLISH.",
+}
+
+// keysFlagSet is the flag set of "authd keys" (name "keys" or "keys SUB").
+func keysFlagSet(name string, c *config, kc *keysConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.flags(fs, false)
+	kc.flags(fs)
+	return fs
+}
+
 // cmdKeys runs "authd keys list|rotate".
 func cmdKeys(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
 		c  config
 		kc keysConfig
 	)
-	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
-	c.flags(fs, false)
-	kc.flags(fs)
-	if len(args) == 0 || (args[0] != "list" && args[0] != "rotate") {
+	fs := keysFlagSet("keys", &c, &kc)
+	if len(args) == 0 || keysCommands[args[0]] == "" {
 		if len(args) > 0 && (isHelp(args[0]) || args[0] == "help") {
 			printUsage(fs, keysUsage, stdout)
 			return nil
@@ -88,17 +101,21 @@ func cmdKeys(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	sub := args[0]
 	fs.Init("keys "+sub, flag.ContinueOnError)
-	if err := parseNoArgs(fs, keysUsage, args[1:], getenv, stdout); err != nil {
+	envErr, err := envErrors(parseNoArgs(fs, subcommandUsage("keys "+sub, nil, keysCommands[sub]), args[1:], getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
+	var errs problems
+	errs.add(envErr)
 	if len(c.Secret) < 32 {
-		return usagef("AUTHD_SECRET: must be at least 32 bytes (got %d): the keys are sealed under it", len(c.Secret))
+		errs.addf("AUTHD_SECRET: must be at least 32 bytes (got %d): the keys are sealed under it", len(c.Secret))
 	}
-	if err := kc.validate(); err != nil {
-		return err
-	}
+	errs.add(kc.validate())
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: keys needs a postgres:// URL (the memory store's keys live and die with its process)")
+		errs.addf("AUTHD_DATABASE_URL: keys needs a postgres:// URL (the memory store's keys live and die with its process)")
+	}
+	if err := errs.err(); err != nil {
+		return err
 	}
 	store, closeStore, err := openStore(ctx, c.DatabaseURL, true)
 	if err != nil {

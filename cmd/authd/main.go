@@ -4,8 +4,9 @@
 //
 // Subcommands: serve, dev, migrate, users, clients, janitor, jobs, keys, version,
 // help. Run "authd help". Like the go command, every subcommand refuses an
-// argument it does not take (one line, exit status 2), and "authd help CMD"
-// and "authd CMD -h" print its usage (exit status 0).
+// argument it does not take (one line, exit status 2), and "authd help CMD",
+// "authd CMD -h" and "authd CMD SUB -h" print its usage (exit status 0).
+// Invalid settings are all reported at once, one line each, before any I/O.
 package main
 
 import (
@@ -21,16 +22,25 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx = withEnvNames(ctx, envNamesOf(os.Environ()))
 	code := exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr), os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// exitCode prints err (once, on one line) and returns the exit status: 0
-// for nil, 2 for a usage or configuration mistake, 1 otherwise.
+// exitCode prints err (once, on one line; invalid settings one line each)
+// and returns the exit status: 0 for nil, 2 for a usage or configuration
+// mistake, 1 otherwise.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
+	}
+	var se settingErrors
+	if errors.As(err, &se) {
+		for _, e := range se {
+			fmt.Fprintln(stderr, "authd:", strings.ReplaceAll(e.Error(), "\n", " "))
+		}
+		return 2
 	}
 	fmt.Fprintln(stderr, "authd:", strings.ReplaceAll(err.Error(), "\n", " "))
 	var ue usageError
@@ -55,6 +65,51 @@ func usagef(format string, args ...any) error {
 	return usageError{msg: err.Error(), err: errors.Unwrap(err)}
 }
 
+// settingErrors are the invalid settings of one run, each a usageError:
+// main prints one line for each, exit status 2.
+type settingErrors []error
+
+// Error is every setting's error on one line.
+func (e settingErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e settingErrors) Unwrap() []error { return e }
+
+// problems collects the invalid settings of a command, so that one run
+// reports them all.
+type problems []error
+
+// add adds err (nil: nothing), flattening settingErrors.
+func (p *problems) add(err error) {
+	var se settingErrors
+	switch {
+	case err == nil:
+	case errors.As(err, &se):
+		*p = append(*p, se...)
+	default:
+		*p = append(*p, err)
+	}
+}
+
+// addf adds a usage error.
+func (p *problems) addf(format string, args ...any) { p.add(usagef(format, args...)) }
+
+// err is nil, the one error, or settingErrors.
+func (p problems) err() error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	return settingErrors(p)
+}
+
 const usage = `authd — OAuth 2.0 authorization server (authorization code + PKCE, replay-safe token exchange)
 
 Usage:
@@ -68,7 +123,7 @@ Usage:
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
   authd jobs list                show background jobs and their state
   authd keys list|rotate         show or rotate the ID token signing keys
-  authd version                  print the module version, VCS revision and Go version
+  authd version                  print the module version, VCS revision and Go version (also --version)
   authd help [COMMAND]           print this, or a command's usage
 
 Run "authd help <command>" or "authd <command> -h" for the usage and flags of
@@ -115,6 +170,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	cmds := commands()
 	switch name := args[0]; name {
+	case "-version", "--version":
+		return cmdVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		if len(args) == 1 || name != "help" {
 			fmt.Fprint(stdout, usage)

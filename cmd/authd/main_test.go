@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -121,7 +122,15 @@ func startCommand(t *testing.T, args []string, e map[string]string, pattern *reg
 			args = append(slices.Clone(args), "-drain-delay", "0")
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	return runUntil(t, args, e, pattern)
+}
+
+// runUntil is startCommand without the test defaults: it runs args in the
+// background, with e as the environment (its names too, as main passes
+// them), until the test ends, and waits for pattern on stdout or stderr.
+func runUntil(t *testing.T, args []string, e map[string]string, pattern *regexp.Regexp) (*syncBuffer, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(withEnvNames(context.Background(), slices.Collect(maps.Keys(e))))
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, env(e), strings.NewReader(""), &stdout, &stderr) }()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,9 @@ type opsConfig struct {
 	Addr       string        // AUTHD_OPS_ADDR; "off" disables the listener
 	Pprof      string        // AUTHD_PPROF: on or off
 	DrainDelay time.Duration // AUTHD_DRAIN_DELAY: readiness 503 before the listener closes
+	// fallback (dev, Addr not set): if Addr is taken, listen on a free
+	// port of the same host instead, and say so.
+	fallback bool
 }
 
 // defaultOpsAddr is the operations listener's default address. The
@@ -36,21 +40,22 @@ func (o *opsConfig) flags(fs *flag.FlagSet) {
 
 // validate checks the settings; getenv finds the retired AUTHD_PPROF_ADDR.
 func (o *opsConfig) validate(getenv func(string) string) error {
+	var errs problems
 	if v := getenv("AUTHD_PPROF_ADDR"); v != "" {
-		return usagef("AUTHD_PPROF_ADDR: replaced by AUTHD_PPROF=on, which serves /debug/pprof/ on AUTHD_OPS_ADDR (to loopback callers only); unset AUTHD_PPROF_ADDR")
+		errs.addf("AUTHD_PPROF_ADDR: replaced by AUTHD_PPROF=on, which serves /debug/pprof/ on AUTHD_OPS_ADDR (to loopback callers only); unset AUTHD_PPROF_ADDR")
 	}
 	if o.Pprof != "on" && o.Pprof != "off" {
-		return usagef("AUTHD_PPROF: %q must be on or off", o.Pprof)
+		errs.addf("AUTHD_PPROF: %q must be on or off", o.Pprof)
 	}
 	if o.Addr != "off" {
 		if _, _, err := net.SplitHostPort(o.Addr); err != nil {
-			return usagef("AUTHD_OPS_ADDR: %q must be host:port (e.g. 127.0.0.1:9090, or :9090 in a container) or off", o.Addr)
+			errs.addf("AUTHD_OPS_ADDR: %q must be host:port (e.g. 127.0.0.1:9090, or :9090 in a container) or off", o.Addr)
 		}
 	}
 	if o.DrainDelay < 0 || o.DrainDelay > 5*time.Minute {
-		return usagef("AUTHD_DRAIN_DELAY: must be between 0 and 5m (got %s)", o.DrainDelay)
+		errs.addf("AUTHD_DRAIN_DELAY: must be between 0 and 5m (got %s)", o.DrainDelay)
 	}
-	return nil
+	return errs.err()
 }
 
 // opsListener is the running operations listener.
@@ -58,6 +63,7 @@ type opsListener struct {
 	health *ops.Server
 	hs     *http.Server
 	done   chan struct{}
+	addr   string // where it listens, or "off"
 }
 
 // startOps serves the operations endpoints for store and cache, with the
@@ -72,15 +78,23 @@ func startOps(o opsConfig, store storage.Store, cache exchangecache.Cache, reg *
 	if err != nil {
 		return nil, err
 	}
-	l := &opsListener{health: health, done: make(chan struct{})}
+	l := &opsListener{health: health, done: make(chan struct{}), addr: "off"}
 	if o.Addr == "off" {
 		close(l.done)
 		return l, nil
 	}
 	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil && o.fallback && errors.Is(err, syscall.EADDRINUSE) {
+		host, _, _ := net.SplitHostPort(o.Addr)
+		if ln, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err == nil {
+			log.Warn("the operations address is taken; listening on a free port instead (set AUTHD_OPS_ADDR to choose one)",
+				"taken", o.Addr, "addr", ln.Addr().String())
+		}
+	}
 	if err != nil {
 		return nil, usagef("AUTHD_OPS_ADDR (-ops-addr): %v", err)
 	}
+	l.addr = ln.Addr().String()
 	l.hs = &http.Server{
 		Handler:           health.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -30,22 +30,23 @@ func (p *peopleConfig) flags(fs *flag.FlagSet) {
 
 // validate checks the settings; errors name the variable.
 func (p *peopleConfig) validate() error {
+	var errs problems
 	if p.SessionTTL < time.Minute {
-		return usagef("AUTHD_SESSION_TTL: must be at least 1m (got %s)", p.SessionTTL)
+		errs.addf("AUTHD_SESSION_TTL: must be at least 1m (got %s)", p.SessionTTL)
 	}
 	if p.SessionIdleTTL < time.Minute || p.SessionIdleTTL > p.SessionTTL {
-		return usagef("AUTHD_SESSION_IDLE_TTL: must be between 1m and AUTHD_SESSION_TTL (%s), got %s", p.SessionTTL, p.SessionIdleTTL)
+		errs.addf("AUTHD_SESSION_IDLE_TTL: must be between 1m and AUTHD_SESSION_TTL (%s), got %s", p.SessionTTL, p.SessionIdleTTL)
 	}
 	if p.SilentSSO != oauth.SilentSSOAssured && p.SilentSSO != oauth.SilentSSONever {
-		return usagef("AUTHD_SILENT_SSO: %q is not %q or %q", p.SilentSSO, oauth.SilentSSOAssured, oauth.SilentSSONever)
+		errs.addf("AUTHD_SILENT_SSO: %q is not %q or %q", p.SilentSSO, oauth.SilentSSOAssured, oauth.SilentSSONever)
 	}
 	if p.PasswordHashConcurrency < 0 {
-		return usagef("AUTHD_PASSWORD_HASH_CONCURRENCY: must be 0 (half the cores) or more, got %d", p.PasswordHashConcurrency)
+		errs.addf("AUTHD_PASSWORD_HASH_CONCURRENCY: must be 0 (half the cores) or more, got %d", p.PasswordHashConcurrency)
 	}
 	if _, err := p.scopeWords(); err != nil {
-		return usagef("AUTHD_SCOPE_DESCRIPTIONS: not a JSON object of strings: %v", err)
+		errs.addf("AUTHD_SCOPE_DESCRIPTIONS: not a JSON object of strings: %v", err)
 	}
-	return nil
+	return errs.err()
 }
 
 func (p *peopleConfig) scopeWords() (map[string]string, error) {
@@ -60,6 +61,5 @@ func (p *peopleConfig) scopeWords() (map[string]string, error) {
 // apply copies the settings into the server's configuration.
 func (p *peopleConfig) apply(oc *oauth.Config) {
 	oc.SessionTTL, oc.SessionIdleTTL, oc.SilentSSO = p.SessionTTL, p.SessionIdleTTL, p.SilentSSO
-	oc.PasswordHashConcurrency = p.PasswordHashConcurrency
 	oc.ScopeDescriptions, _ = p.scopeWords()
 }

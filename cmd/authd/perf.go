@@ -18,7 +18,7 @@ func defaultPoolMaxConns() int32 {
 // perfConfig holds the performance settings: the client cache.
 type perfConfig struct {
 	// ClientCacheTTL is how long a client read from PostgreSQL is reused
-	// in process (oauth.Config.ClientCacheTTL); 0 disables.
+	// in process (storage.CachingStore, built in newServer); 0 disables.
 	ClientCacheTTL time.Duration
 }
 
@@ -28,8 +28,9 @@ func (p *perfConfig) flags(fs *flag.FlagSet) {
 
 // validate checks the settings.
 func (p *perfConfig) validate() error {
+	var errs problems
 	if p.ClientCacheTTL < 0 || p.ClientCacheTTL > time.Minute {
-		return usagef("AUTHD_CLIENT_CACHE_TTL: must be between 0 (off) and 1m (got %s)", p.ClientCacheTTL)
+		errs.addf("AUTHD_CLIENT_CACHE_TTL: must be between 0 (off) and 1m (got %s)", p.ClientCacheTTL)
 	}
-	return nil
+	return errs.err()
 }

@@ -43,19 +43,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	var c config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parseNoArgs(fs, serveUsage, args, getenv, stdout); err != nil {
+	envErr, err := envErrors(parseNoArgs(fs, serveUsage, args, getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
-	if err := c.validate(true); err != nil {
+	if err := c.validate(ctx, getenv, envErr); err != nil {
 		return err
 	}
-	if err := c.ops.validate(getenv); err != nil {
-		return err
-	}
-	level, err := parseLevel(c.LogLevel)
-	if err != nil {
-		return err
-	}
+	level, _ := parseLevel(c.LogLevel)
 	sink := newLogSink(stderr)
 	defer sink.Flush()
 	log := newLogger(sink, true, level)
@@ -99,10 +94,15 @@ const (
 	operatorLimitGCPercent = 200
 )
 
-// serve wires the store, cache and server and runs the HTTP listener.
-// ready, if set, is called with the server once it listens (dev seeding).
-// accessLog, if set, receives the one line per HTTP request (default log).
-func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready func(*oauth.Server, storage.Store, string) error, stdout io.Writer) error {
+// serve opens the backends, builds the server (newServer) and runs the
+// HTTP listener; c has been validated. ready, if set, is called with the
+// server, the store, the issuer and the operations listener's address once
+// it listens (dev seeding). accessLog, if set, receives the one line per
+// HTTP request (default log).
+func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready func(srv *oauth.Server, store storage.Store, issuer, opsAddr string) error, stdout io.Writer) error {
+	for _, w := range c.warnings {
+		log.Warn(w.msg, w.args...)
+	}
 	// Statements and round trips to PostgreSQL and Redis, on /metrics
 	// (authd_db_*, authd_redis_*): what authbench reports per iteration.
 	dbCount, redisCount := ops.NewDBCounter(), ops.NewRedisCounter()
@@ -124,12 +124,14 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 	if c.Issuer == "" {
 		c.Issuer = "http://" + ln.Addr().String()
 	}
-	oc := c.oauthConfig()
-	srv, err := oauth.New(oc, oauth.Deps{Store: store, Cache: cache, DPoPReplay: dpopReplay, Logger: log, AccessLog: accessLog,
-		AfterExchangeCommit: faultAfterCommit()})
+	for _, w := range issuerWarnings(c.Issuer) {
+		log.Warn(w.msg, w.args...)
+	}
+	warnIfRedisDown(ctx, cache, c.RedisURL, log)
+	srv, keys, err := newServer(ctx, c, backends{store: store, cache: cache, dpopReplay: dpopReplay}, log, accessLog)
 	if err != nil {
 		ln.Close()
-		return usagef("%v", err)
+		return err
 	}
 	if dbKind(c.DatabaseURL) == "postgres" {
 		srv.Registry().MustRegister(dbCount)
@@ -137,22 +139,12 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 	if cacheKind(c.RedisURL) == "redis" {
 		srv.Registry().MustRegister(redisCount)
 	}
-	// First start: generate the signing keys (replicas starting at once
-	// generate one generation between them).
-	if err := srv.Keys().Ensure(ctx); err != nil {
-		ln.Close()
-		return fmt.Errorf("signing keys: %w", err)
-	}
-	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log, srv.Keys())
+	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log, keys)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer stopJobs()
-	if err := c.perf.validate(); err != nil {
-		ln.Close()
-		return err
-	}
 	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()
@@ -160,7 +152,7 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 	}
 	defer opsl.stop()
 	if ready != nil {
-		if err := ready(srv, store, c.Issuer); err != nil {
+		if err := ready(srv, store, c.Issuer, opsl.addr); err != nil {
 			ln.Close()
 			return err
 		}
@@ -242,7 +234,8 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	var c config
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	c.flags(fs, true)
-	if err := parseNoArgs(fs, devUsage, args, getenv, stdout); err != nil {
+	envErr, err := envErrors(parseNoArgs(fs, devUsage, args, getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
 	if c.Secret == "" {
@@ -265,16 +258,16 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !flagSet(fs, "drain-delay") && getenv("AUTHD_DRAIN_DELAY") == "" {
 		c.ops.DrainDelay = 0 // Ctrl-C stops dev at once
 	}
-	if err := c.validate(true); err != nil {
-		return err
+	if !flagSet(fs, "ops-addr") && getenv("AUTHD_OPS_ADDR") == "" {
+		c.ops.fallback = true // the default port may be taken (Prometheus's)
 	}
-	if err := c.ops.validate(getenv); err != nil {
+	if err := c.validate(ctx, getenv, envErr); err != nil {
 		return err
 	}
 	log := newLogger(stderr, false, slog.LevelInfo)
 	verifier := oauth2.GenerateVerifier()
 	c.demoVerifier = verifier
-	return serve(ctx, c, log, nil, func(srv *oauth.Server, store storage.Store, issuer string) error {
+	return serve(ctx, c, log, nil, func(srv *oauth.Server, store storage.Store, issuer, opsAddr string) error {
 		hash, err := password.Default().Hash(ctx, []byte(demoPassword))
 		if err != nil {
 			return err
@@ -304,6 +297,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 authd dev is running (in-memory storage and replay cache; nothing is kept).
 
   issuer         %s
+  operations     %s
   demo user      %s / %s
   demo client    %s (public, PKCE S256)
   code_verifier  %s
@@ -315,9 +309,17 @@ Open this authorization URL in a browser and sign in:
 The callback page shows the code and the exact token request to redeem it.
 Press Ctrl-C to stop.
 
-`, issuer, demoUser, demoPassword, demoClientID, verifier, issuer, q.Encode())
+`, issuer, opsURLs(opsAddr), demoUser, demoPassword, demoClientID, verifier, issuer, q.Encode())
 		return nil
 	}, stdout)
+}
+
+// opsURLs describes the operations listener for dev's banner.
+func opsURLs(addr string) string {
+	if addr == "off" {
+		return "off (AUTHD_OPS_ADDR)"
+	}
+	return "http://" + addr + "  (/metrics, /healthz, /readyz)"
 }
 
 // flagSet reports whether the flag was given on the command line.

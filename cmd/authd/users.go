@@ -40,15 +40,57 @@ Usernames are compared after PRECIS UsernameCaseMapped (RFC 8265 §3.3):
 "Alice" and "alice" are one account.
 `
 
-// usersCommands: how many positional arguments each command takes and
-// whether it reads a password from stdin.
-var usersCommands = map[string]struct {
-	args  int
+// usersCommand is one "authd users" command: its positional arguments,
+// whether it reads a password from stdin, and what it does (its -h).
+type usersCommand struct {
+	args  []string
 	stdin bool
-}{
-	"add": {1, true}, "list": {0, false}, "show": {1, false}, "rename": {2, false},
-	"set-password": {1, true}, "disable": {1, false}, "enable": {1, false}, "delete": {1, false},
-	"sessions": {1, false}, "sign-out": {1, false}, "consents": {1, false}, "revoke-consent": {2, false},
+	about string
+}
+
+// usersCommands are the "authd users" commands.
+var usersCommands = map[string]usersCommand{
+	"add":            {[]string{"NAME"}, true, "Adds a user and prints it, with its stable sub. The password is read from stdin\n(one line, 8–256 bytes after PRECIS OpaqueString), never from the command line."},
+	"list":           {nil, false, "Lists users by username, a page at a time: -limit users, from -cursor (the\nnext_cursor of the previous page)."},
+	"show":           {[]string{"NAME"}, false, "Shows a user, with its stable sub."},
+	"rename":         {[]string{"OLD", "NEW"}, false, "Changes a user's login name; the sub, tokens and consents stay."},
+	"set-password":   {[]string{"NAME"}, true, "Sets a new password, read from stdin (one line); ends the user's sessions and\nrevokes their tokens."},
+	"disable":        {[]string{"NAME"}, false, "Stops the user's sign-ins; ends their sessions and revokes their codes and\ntokens."},
+	"enable":         {[]string{"NAME"}, false, "Allows the user's sign-ins again."},
+	"delete":         {[]string{"NAME"}, false, "Deletes the user; ends their sessions and revokes their codes and tokens."},
+	"sessions":       {[]string{"NAME"}, false, "Lists the user's browser sessions."},
+	"sign-out":       {[]string{"NAME"}, false, "Ends every browser session of the user; their tokens stay valid."},
+	"consents":       {[]string{"NAME"}, false, "Lists the user's remembered consents."},
+	"revoke-consent": {[]string{"NAME", "CLIENT_ID"}, false, "Withdraws the user's consent for a client and revokes the tokens issued to\nthat client."},
+}
+
+// usage is the command's own usage text ("authd users add -h").
+func (u usersCommand) usage(name string) string {
+	return subcommandUsage("users "+name, u.args, u.about+"\nPrints JSON on stdout. Usernames are compared after PRECIS UsernameCaseMapped\n(RFC 8265 §3.3).")
+}
+
+// usersOptions are the flags of the "authd users" commands beyond config's.
+type usersOptions struct {
+	email, name   string
+	emailVerified bool
+	limit         int
+	cursor        string
+}
+
+// usersFlagSet is the flag set of "authd users NAME".
+func usersFlagSet(name string, c *config, o *usersOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("users "+name, flag.ContinueOnError)
+	c.flags(fs, false)
+	switch name {
+	case "add":
+		fs.StringVar(&o.email, "email", "", "email address (profile claim)")
+		fs.BoolVar(&o.emailVerified, "email-verified", false, "mark the email address verified")
+		fs.StringVar(&o.name, "name", "", "full name (profile claim)")
+	case "list":
+		fs.IntVar(&o.limit, "limit", 50, "users per page, 1–200")
+		fs.StringVar(&o.cursor, "cursor", "", "the next_cursor of the previous page")
+	}
+	return fs
 }
 
 // cmdUsers runs "authd users COMMAND": it calls the identity service (the
@@ -66,40 +108,33 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("authd users: unknown command %q (see authd users -h)", args[0])
 	}
 	var (
-		c             config
-		email, name   string
-		emailVerified bool
-		limit         int
-		cursor        string
+		c config
+		o usersOptions
 	)
-	fs := flag.NewFlagSet("users "+args[0], flag.ContinueOnError)
-	c.flags(fs, false)
-	switch args[0] {
-	case "add":
-		fs.StringVar(&email, "email", "", "email address (profile claim)")
-		fs.BoolVar(&emailVerified, "email-verified", false, "mark the email address verified")
-		fs.StringVar(&name, "name", "", "full name (profile claim)")
-	case "list":
-		fs.IntVar(&limit, "limit", 50, "users per page, 1–200")
-		fs.StringVar(&cursor, "cursor", "", "the next_cursor of the previous page")
-	}
+	fs := usersFlagSet(args[0], &c, &o)
 	rest := args[1:]
 	var pos []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		pos, rest = append(pos, rest[0]), rest[1:]
 	}
-	usage := usagef("usage: authd users %s%s [flags] (see authd users -h)", args[0], strings.Repeat(" ARG", cmd.args))
-	if len(pos) != cmd.args && !(len(rest) > 0 && isHelp(rest[0])) {
+	usage := usagef("usage: authd users %s [flags] (see authd users %s -h)", strings.Join(append([]string{args[0]}, cmd.args...), " "), args[0])
+	if len(pos) != len(cmd.args) && !(len(rest) > 0 && isHelp(rest[0])) {
 		return usage
 	}
-	if err := parse(fs, usersUsage, rest, getenv, stdout); err != nil {
+	envErr, err := envErrors(parse(fs, cmd.usage(args[0]), rest, getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("users %s: unexpected argument %q (run \"authd help users\")", args[0], fs.Arg(0))
+		return usagef("users %s: unexpected argument %q (run \"authd users %s -h\")", args[0], fs.Arg(0), args[0])
 	}
+	var errs problems
+	errs.add(envErr)
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: users %s needs a postgres:// URL (the memory store lives only inside a running server)", args[0])
+		errs.addf("AUTHD_DATABASE_URL: users %s needs a postgres:// URL (the memory store lives only inside a running server)", args[0])
+	}
+	if err := errs.err(); err != nil {
+		return err
 	}
 	var password string
 	if cmd.stdin {
@@ -115,7 +150,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeStore()
 	svc := identity.New(store, identity.Options{})
-	out, err := runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: email, EmailVerified: emailVerified, Name: name}, limit, cursor)
+	out, err := runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: o.email, EmailVerified: o.emailVerified, Name: o.name}, o.limit, o.cursor)
 	if err != nil {
 		return usersError(err)
 	}

@@ -3,11 +3,10 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/storagetest"
 )
 
 func TestStore(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Store { return memory.New() })
+	storagetest.Run(t, func(t *testing.T) storagetest.Store { return memory.New() })
 }

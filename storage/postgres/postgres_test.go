@@ -19,7 +19,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
-	storagetest.Run(t, func(t *testing.T) storage.Store { return postgres.New(pgtest.New(t)) })
+	storagetest.Run(t, func(t *testing.T) storagetest.Store { return postgres.New(pgtest.New(t)) })
 }
 
 func TestMigrate(t *testing.T) {

@@ -190,14 +190,7 @@ func (s *Store) CreateAuthorizeCodeSession(ctx context.Context, sig string, req 
 // session into session. For a redeemed code it returns the request AND
 // storage.ErrInvalidatedAuthorizeCode; for a missing one storage.ErrNotFound.
 func (s *Store) GetAuthorizeCodeSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
-	req, active, err := s.get(ctx, tableCodes, sig, session)
-	if err != nil {
-		return nil, err
-	}
-	if !active {
-		return req, storage.ErrInvalidatedAuthorizeCode
-	}
-	return req, nil
+	return storage.CodeRead(s.get(ctx, tableCodes, sig, session))
 }
 
 // InvalidateAuthorizeCodeSession marks the code inactive with a conditional
@@ -219,14 +212,7 @@ func (s *Store) CreateAccessTokenSession(ctx context.Context, sig string, req fo
 // token it returns the request AND storage.ErrInactiveToken; for a missing
 // one storage.ErrNotFound.
 func (s *Store) GetAccessTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
-	req, active, err := s.get(ctx, tableAccess, sig, session)
-	if err != nil {
-		return nil, err
-	}
-	if !active {
-		return req, storage.ErrInactiveToken
-	}
-	return req, nil
+	return storage.TokenRead(s.get(ctx, tableAccess, sig, session))
 }
 
 // DeleteAccessTokenSession deletes the access token. Deleting a missing
@@ -248,14 +234,7 @@ func (s *Store) CreateRefreshTokenSession(ctx context.Context, sig, accessSig st
 // rotated or revoked token it returns the request AND
 // storage.ErrInactiveToken; for a missing one storage.ErrNotFound.
 func (s *Store) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
-	req, active, err := s.get(ctx, tableRefresh, sig, session)
-	if err != nil {
-		return nil, err
-	}
-	if !active {
-		return req, storage.ErrInactiveToken
-	}
-	return req, nil
+	return storage.TokenRead(s.get(ctx, tableRefresh, sig, session))
 }
 
 // DeleteRefreshTokenSession deletes the refresh token. Deleting a missing

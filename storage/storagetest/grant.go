@@ -14,7 +14,7 @@ import (
 // is in flight (RFC 7009 §2.1: revoking a refresh token invalidates the
 // grant) leaves no token of the grant active, including the new pair the
 // rotation commits afterwards.
-func testRevokeDuringRotation(t *testing.T, s storage.Store) {
+func testRevokeDuringRotation(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
@@ -72,7 +72,7 @@ func testRevokeDuringRotation(t *testing.T, s storage.Store) {
 
 // testLockClient: LockClient finds existing clients, inside and outside a
 // transaction, and reports ErrNotFound for unknown ones.
-func testLockClient(t *testing.T, s storage.Store) {
+func testLockClient(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	if err := s.LockClient(ctx, "c1"); err != nil {

@@ -45,7 +45,7 @@ func idemClaim(key, request string) storage.IdempotencyClaim {
 // inTx runs f in a transaction, committing when f returns nil and rolling
 // back otherwise; it returns f's error or the commit's. It never stops the
 // test, so goroutines may call it.
-func inTx(ctx context.Context, s storage.Store, f func(ctx context.Context) error) error {
+func inTx(ctx context.Context, s Store, f func(ctx context.Context) error) error {
 	tx, err := s.BeginTX(ctx)
 	if err != nil {
 		return fmt.Errorf("BeginTX: %w", err)
@@ -62,7 +62,7 @@ func inTx(ctx context.Context, s storage.Store, f func(ctx context.Context) erro
 // claimAndComplete claims c and, if claimed, completes it with status and
 // response, in one committed transaction. It fails the test unless the key
 // was claimed.
-func claimAndComplete(t *testing.T, s storage.Store, c storage.IdempotencyClaim, status int, response []byte) {
+func claimAndComplete(t *testing.T, s Store, c storage.IdempotencyClaim, status int, response []byte) {
 	t.Helper()
 	noErr(t, "claim and complete", inTx(t.Context(), s, func(ctx context.Context) error {
 		stored, claimed, err := s.ClaimIdempotencyKey(ctx, c)
@@ -79,7 +79,7 @@ func claimAndComplete(t *testing.T, s storage.Store, c storage.IdempotencyClaim,
 // claimOnce claims c in its own transaction and rolls it back, returning
 // ClaimIdempotencyKey's results. It never stops the test, so goroutines may
 // call it.
-func claimOnce(ctx context.Context, s storage.Store, c storage.IdempotencyClaim) (*storage.IdempotencyRecord, bool, error) {
+func claimOnce(ctx context.Context, s Store, c storage.IdempotencyClaim) (*storage.IdempotencyRecord, bool, error) {
 	tx, err := s.BeginTX(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("BeginTX: %w", err)
@@ -91,7 +91,7 @@ func claimOnce(ctx context.Context, s storage.Store, c storage.IdempotencyClaim)
 	return stored, claimed, err
 }
 
-func testIdempotencyReplay(t *testing.T, s storage.Store) {
+func testIdempotencyReplay(t *testing.T, s Store) {
 	c := idemClaim("k1", "body")
 	// Every byte value, so no backend can mangle the sealed response.
 	response := make([]byte, 256)
@@ -134,7 +134,7 @@ func testIdempotencyReplay(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyReused(t *testing.T, s storage.Store) {
+func testIdempotencyReused(t *testing.T, s Store) {
 	claimAndComplete(t, s, idemClaim("k1", "body-a"), 201, []byte("sealed"))
 	_, claimed, err := claimOnce(t.Context(), s, idemClaim("k1", "body-b"))
 	wantErr(t, "claim with another request hash", err, storage.ErrIdempotencyKeyReused)
@@ -149,7 +149,7 @@ func testIdempotencyReused(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyInFlight(t *testing.T, s storage.Store) {
+func testIdempotencyInFlight(t *testing.T, s Store) {
 	ctx := t.Context()
 	c := idemClaim("k1", "body")
 	holder, err := s.BeginTX(ctx)
@@ -187,7 +187,7 @@ func testIdempotencyInFlight(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyRollback(t *testing.T, s storage.Store) {
+func testIdempotencyRollback(t *testing.T, s Store) {
 	ctx := t.Context()
 	c := idemClaim("k1", "body")
 	tx, err := s.BeginTX(ctx)
@@ -207,7 +207,7 @@ func testIdempotencyRollback(t *testing.T, s storage.Store) {
 	claimAndComplete(t, s, idemClaim("k1", "fixed-body"), 201, []byte("sealed"))
 }
 
-func testIdempotencyScope(t *testing.T, s storage.Store) {
+func testIdempotencyScope(t *testing.T, s Store) {
 	base := idemClaim("k1", "body")
 	claimAndComplete(t, s, base, 201, []byte("a"))
 	otherCred := idemClaim("k1", "body")
@@ -229,7 +229,7 @@ func testIdempotencyScope(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyExpired(t *testing.T, s storage.Store) {
+func testIdempotencyExpired(t *testing.T, s Store) {
 	old := idemClaim("k1", "old-body")
 	old.CreatedAt = old.CreatedAt.Add(-25 * time.Hour)
 	old.ExpiresAt = old.CreatedAt.Add(24 * time.Hour) // an hour ago
@@ -245,7 +245,7 @@ func testIdempotencyExpired(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyComplete(t *testing.T, s storage.Store) {
+func testIdempotencyComplete(t *testing.T, s Store) {
 	c := idemClaim("k1", "body")
 	err := inTx(t.Context(), s, func(ctx context.Context) error {
 		return s.CompleteIdempotencyKey(ctx, c.IdempotencyKey, 201, []byte("x"))
@@ -273,7 +273,7 @@ func testIdempotencyComplete(t *testing.T, s storage.Store) {
 	}
 }
 
-func testIdempotencyNeedsTx(t *testing.T, s storage.Store) {
+func testIdempotencyNeedsTx(t *testing.T, s Store) {
 	_, claimed, err := s.ClaimIdempotencyKey(t.Context(), idemClaim("k1", "body"))
 	if err == nil || claimed {
 		t.Fatalf("ClaimIdempotencyKey without a transaction = %v, %v; want an error", claimed, err)
@@ -282,7 +282,7 @@ func testIdempotencyNeedsTx(t *testing.T, s storage.Store) {
 	wantErr(t, "GetIdempotencyKey after a refused claim", err, storage.ErrNotFound)
 }
 
-func testIdempotencyDeleteExpired(t *testing.T, s storage.Store) {
+func testIdempotencyDeleteExpired(t *testing.T, s Store) {
 	now := time.Now()
 	for i := range 5 {
 		c := idemClaim(fmt.Sprint("expired-", i), "body")
@@ -315,7 +315,7 @@ func testIdempotencyDeleteExpired(t *testing.T, s storage.Store) {
 // its own transaction; the winner does "the work" (creates a client) and
 // completes. Exactly one claims; the others see it in flight or, once it
 // committed, get its stored response. Exactly one client exists.
-func testConcurrentClaim(t *testing.T, s storage.Store) {
+func testConcurrentClaim(t *testing.T, s Store) {
 	c := idemClaim("k1", "body")
 	type result struct {
 		stored  *storage.IdempotencyRecord

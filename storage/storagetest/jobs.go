@@ -23,7 +23,7 @@ type JobStore interface {
 
 // CleanerStore is what RunCleaner tests: a Store that also cleans.
 type CleanerStore interface {
-	storage.Store
+	Store
 	storage.Cleaner
 }
 

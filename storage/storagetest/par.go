@@ -17,7 +17,7 @@ var parCases = []testCase{
 	{"PARRequestUsedOnce", testPARRequestUsedOnce},
 }
 
-func testPARRequest(t *testing.T, s storage.Store) {
+func testPARRequest(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "par-app")
 	req := newRequest("par-app", "par-req-1")
@@ -45,7 +45,7 @@ func testPARRequest(t *testing.T, s storage.Store) {
 	}
 }
 
-func testPARRequestUsedOnce(t *testing.T, s storage.Store) {
+func testPARRequestUsedOnce(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "par-race")
 	if err := s.CreatePARRequest(ctx, "par-race-sig", newRequest("par-race", "par-req-2")); err != nil {

@@ -30,7 +30,7 @@ var peopleCases = []testCase{
 	{"RevokeConsentRevokesTokens", testRevokeConsent},
 }
 
-func mustUser(t *testing.T, s storage.Store, name string) *storage.User {
+func mustUser(t *testing.T, s Store, name string) *storage.User {
 	t.Helper()
 	u := &storage.User{Username: name, PasswordHash: []byte("$2a$hash-" + name), Email: name + "@example.com", Name: "User " + name}
 	noErr(t, "CreateUser "+name, s.CreateUser(t.Context(), u))
@@ -44,7 +44,7 @@ func subjectRequest(clientID, requestID, sub string) *fosite.Request {
 	return r
 }
 
-func testUsers(t *testing.T, s storage.Store) {
+func testUsers(t *testing.T, s Store) {
 	ctx := t.Context()
 	u := &storage.User{Username: "alice", PasswordHash: []byte("$2a$hash"), Email: "a@example.com", EmailVerified: true, Name: "Alice"}
 	noErr(t, "CreateUser", s.CreateUser(ctx, u))
@@ -89,7 +89,7 @@ func testUsers(t *testing.T, s storage.Store) {
 
 // testUpgradePasswordHash: the rehash after a sign-in replaces exactly the
 // hash it read, so a password set in between is never overwritten.
-func testUpgradePasswordHash(t *testing.T, s storage.Store) {
+func testUpgradePasswordHash(t *testing.T, s Store) {
 	ctx := t.Context()
 	u := &storage.User{Username: "alice", PasswordHash: []byte("$2a$old"), CreatedAt: time.Now().Add(-time.Hour)}
 	noErr(t, "CreateUser", s.CreateUser(ctx, u))
@@ -123,7 +123,7 @@ func testUpgradePasswordHash(t *testing.T, s storage.Store) {
 	}
 }
 
-func testUserRename(t *testing.T, s storage.Store) {
+func testUserRename(t *testing.T, s Store) {
 	ctx := t.Context()
 	a, b := mustUser(t, s, "alice"), mustUser(t, s, "bob")
 	noErr(t, "RenameUser", s.RenameUser(ctx, a.Subject, "alicia"))
@@ -138,7 +138,7 @@ func testUserRename(t *testing.T, s storage.Store) {
 	noErr(t, "RenameUser to itself", s.RenameUser(ctx, a.Subject, "alicia"))
 }
 
-func testUserList(t *testing.T, s storage.Store) {
+func testUserList(t *testing.T, s Store) {
 	ctx := t.Context()
 	for _, n := range []string{"carol", "alice", "bob", "dave"} {
 		mustUser(t, s, n)
@@ -159,7 +159,7 @@ func testUserList(t *testing.T, s storage.Store) {
 	}
 }
 
-func testUserDelete(t *testing.T, s storage.Store) {
+func testUserDelete(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	u := mustUser(t, s, "alice")
@@ -181,7 +181,7 @@ func testUserDelete(t *testing.T, s storage.Store) {
 	}
 }
 
-func testSessions(t *testing.T, s storage.Store) {
+func testSessions(t *testing.T, s Store) {
 	ctx := t.Context()
 	u := mustUser(t, s, "alice")
 	now := time.Now().Truncate(time.Second)
@@ -284,7 +284,7 @@ func testSessions(t *testing.T, s storage.Store) {
 	wantErr(t, "TouchSession after EndSessions", err, storage.ErrNotFound)
 }
 
-func testSessionDisabled(t *testing.T, s storage.Store) {
+func testSessionDisabled(t *testing.T, s Store) {
 	ctx := t.Context()
 	u := mustUser(t, s, "alice")
 	now := time.Now()
@@ -302,7 +302,7 @@ func testSessionDisabled(t *testing.T, s storage.Store) {
 }
 
 // issue stores a code, an access token and a refresh token for request id.
-func issue(t *testing.T, s storage.Store, client, id, sub string) {
+func issue(t *testing.T, s Store, client, id, sub string) {
 	t.Helper()
 	ctx := t.Context()
 	r := subjectRequest(client, id, sub)
@@ -313,7 +313,7 @@ func issue(t *testing.T, s storage.Store, client, id, sub string) {
 
 // issuedActive reports whether the code, access and refresh token of id are
 // active, as a 3-character string of 'y'/'n'.
-func issuedActive(t *testing.T, s storage.Store, id string) string {
+func issuedActive(t *testing.T, s Store, id string) string {
 	t.Helper()
 	ctx := t.Context()
 	out := ""
@@ -334,7 +334,7 @@ func issuedActive(t *testing.T, s storage.Store, id string) string {
 	return out
 }
 
-func testRevokeSubject(t *testing.T, s storage.Store) {
+func testRevokeSubject(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	a, b := mustUser(t, s, "alice"), mustUser(t, s, "bob")
@@ -363,7 +363,7 @@ func testRevokeSubject(t *testing.T, s storage.Store) {
 	}
 }
 
-func testRevokeSubjectRollback(t *testing.T, s storage.Store) {
+func testRevokeSubjectRollback(t *testing.T, s Store) {
 	mustClient(t, s, "app")
 	a := mustUser(t, s, "alice")
 	issue(t, s, "app", "ra", a.Subject)
@@ -383,7 +383,7 @@ func testRevokeSubjectRollback(t *testing.T, s storage.Store) {
 
 // testRevokeSubjectDuringRotation: a refresh rotation that is under way
 // when the subject is revoked must not leave its new pair active.
-func testRevokeSubjectDuringRotation(t *testing.T, s storage.Store) {
+func testRevokeSubjectDuringRotation(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	a := mustUser(t, s, "alice")
@@ -413,7 +413,7 @@ func testRevokeSubjectDuringRotation(t *testing.T, s storage.Store) {
 	}
 }
 
-func testConsents(t *testing.T, s storage.Store) {
+func testConsents(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	mustClient(t, s, "b-app")
@@ -443,7 +443,7 @@ func testConsents(t *testing.T, s storage.Store) {
 	}
 }
 
-func testRevokeConsent(t *testing.T, s storage.Store) {
+func testRevokeConsent(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	mustClient(t, s, "other")
@@ -465,7 +465,7 @@ func testRevokeConsent(t *testing.T, s storage.Store) {
 
 // testSessionUserConsent: GetSessionUserConsent is GetSessionUser with the
 // user's consent for the client (GetConsent's answer), or nil without one.
-func testSessionUserConsent(t *testing.T, s storage.Store) {
+func testSessionUserConsent(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	mustClient(t, s, "other")

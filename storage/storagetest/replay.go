@@ -22,7 +22,7 @@ func replayRecord(key, requestID, clientID string) *storage.ReplayRecord {
 // testReplayRecordRoundTrip: a record reads back as written; a second put
 // of its key is ErrAlreadyExists; an unknown client or key is ErrNotFound;
 // ReplayKeys selects by grant and by client.
-func testReplayRecordRoundTrip(t *testing.T, s storage.Store) {
+func testReplayRecordRoundTrip(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	rec := replayRecord("c:sig1", "grant-1", "c1")
@@ -60,7 +60,7 @@ func testReplayRecordRoundTrip(t *testing.T, s storage.Store) {
 
 // testReplayRecordRevoked: revoking a grant's access or refresh tokens marks
 // its replay records revoked, and no other grant's.
-func testReplayRecordRevoked(t *testing.T, s storage.Store) {
+func testReplayRecordRevoked(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	for _, r := range []*storage.ReplayRecord{
@@ -95,7 +95,7 @@ func testReplayRecordRevoked(t *testing.T, s storage.Store) {
 // testReplayRecordSuperseded: a record of a grant (a refresh rotation)
 // supersedes the grant's earlier records; a rolled-back put leaves nothing;
 // deleting the client deletes its records.
-func testReplayRecordSuperseded(t *testing.T, s storage.Store) {
+func testReplayRecordSuperseded(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	if _, err := s.PutReplayRecord(ctx, replayRecord("c:code", "grant-1", "c1")); err != nil {
@@ -143,7 +143,7 @@ func testReplayRecordSuperseded(t *testing.T, s storage.Store) {
 // own transaction, returns only after the winner's transaction ended, so
 // that the winner's replay record is visible to it (docs/architecture.md,
 // "The exchange": a loser answers from the winner's record).
-func testRedemptionLoserSeesRecord(t *testing.T, s storage.Store) {
+func testRedemptionLoserSeesRecord(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
@@ -190,7 +190,7 @@ func testRedemptionLoserSeesRecord(t *testing.T, s storage.Store) {
 
 // testGrantActive: a grant with an active refresh token is active; after
 // rotation to a new active token still; after revocation not.
-func testGrantActive(t *testing.T, s storage.Store) {
+func testGrantActive(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
@@ -223,7 +223,7 @@ func testGrantActive(t *testing.T, s storage.Store) {
 // testDeferredTx: in a transaction from BeginDeferredTX, queued token
 // writes and a replay record commit together; a failing queued write fails
 // the transaction and leaves nothing; a rollback leaves nothing.
-func testDeferredTx(t *testing.T, s storage.Store) {
+func testDeferredTx(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
@@ -307,7 +307,7 @@ func testDeferredTx(t *testing.T, s storage.Store) {
 // record, committed by CommitWithReplayRecord) commits together; with a
 // failing write, nothing of it does and the code stays unused; a second
 // redemption of a redeemed code is refused.
-func testDeferredRedeem(t *testing.T, s storage.Store) {
+func testDeferredRedeem(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")
@@ -381,7 +381,7 @@ func testDeferredRedeem(t *testing.T, s storage.Store) {
 
 // testCodeRecord: GetAuthorizeCodeRecord returns the code as stored, with
 // its client, active or redeemed; a missing code is ErrNotFound.
-func testCodeRecord(t *testing.T, s storage.Store) {
+func testCodeRecord(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "c1")
 	req := newRequest("c1", "grant-1")

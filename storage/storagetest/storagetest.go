@@ -2,7 +2,7 @@
 // must pass. It is imported only from backends' _test.go files:
 //
 //	func TestStore(t *testing.T) {
-//		storagetest.Run(t, func(t *testing.T) storage.Store { return memory.New() })
+//		storagetest.Run(t, func(t *testing.T) Store { return memory.New() })
 //	}
 //
 // Every case gets a fresh, empty store from newStore and runs in parallel
@@ -24,12 +24,38 @@ import (
 	"github.com/authd/authd/storage"
 )
 
+// Store is what Run tests: storage.Store and the backend's own methods
+// the suite also checks.
+type Store interface {
+	storage.Store
+	BackendMethods
+}
+
+// BackendMethods are the methods every backend has that authd calls only
+// inside a backend (CommitWithReplayRecord's insert, the memory janitor's
+// deletions) or only here: not part of storage.Store, checked directly.
+type BackendMethods interface {
+	// PutReplayRecord is CommitWithReplayRecord's insert, in ctx's
+	// transaction when there is one, without the commit.
+	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) (superseded []string, err error)
+	// GetIdempotencyKey returns the stored record, expired or not, or
+	// storage.ErrNotFound.
+	GetIdempotencyKey(ctx context.Context, k storage.IdempotencyKey) (*storage.IdempotencyRecord, error)
+	// DeleteExpiredIdempotencyKeys deletes up to limit records (all, if
+	// limit <= 0) whose ExpiresAt is not after now, and returns how many it
+	// deleted. Records in flight are deleted too once expired.
+	DeleteExpiredIdempotencyKeys(ctx context.Context, now time.Time, limit int) (int, error)
+	// DeleteExpiredSessions deletes up to limit sessions invalid at now and
+	// returns how many it deleted.
+	DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error)
+}
+
 // Concurrency is the number of goroutines the race cases start.
 const Concurrency = 32
 
 type testCase struct {
 	name string
-	run  func(t *testing.T, s storage.Store)
+	run  func(t *testing.T, s Store)
 }
 
 var cases = []testCase{
@@ -69,7 +95,7 @@ var cases = []testCase{
 
 // Run runs the conformance suite. newStore must return a fresh, empty store
 // for each case, and register its own cleanup with t.Cleanup.
-func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
 	for _, tc := range slices.Concat(cases, idempotencyCases, peopleCases, parCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -83,7 +109,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 // nonUTC is a zone that makes a missing UTC conversion visible.
 var nonUTC = time.FixedZone("UTC+5:30", 5*3600+30*60)
 
-func mustClient(t *testing.T, s storage.Store, id string) *storage.Client {
+func mustClient(t *testing.T, s Store, id string) *storage.Client {
 	t.Helper()
 	c := &storage.Client{
 		ID:                      id,
@@ -209,7 +235,7 @@ func sess() *fosite.DefaultSession { return &fosite.DefaultSession{} }
 
 // ---- clients and users ----
 
-func testClientCRUD(t *testing.T, s storage.Store) {
+func testClientCRUD(t *testing.T, s Store) {
 	ctx := t.Context()
 	c := mustClient(t, s, "app")
 	if c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() {
@@ -252,7 +278,7 @@ func testClientCRUD(t *testing.T, s storage.Store) {
 	wantErr(t, "DeleteClient again", s.DeleteClient(ctx, "app"), storage.ErrNotFound)
 }
 
-func testClientList(t *testing.T, s storage.Store) {
+func testClientList(t *testing.T, s Store) {
 	ctx := t.Context()
 	for _, id := range []string{"c3", "c1", "B", "c2", "c5", "c4", "a"} {
 		mustClient(t, s, id)
@@ -289,7 +315,7 @@ func testClientList(t *testing.T, s storage.Store) {
 	}
 }
 
-func testClientTimes(t *testing.T, s storage.Store) {
+func testClientTimes(t *testing.T, s Store) {
 	ctx := t.Context()
 	at := time.Date(2024, 12, 31, 23, 59, 59, 999999999, nonUTC)
 	c := &storage.Client{ID: "t", TokenEndpointAuthMethod: "none", CreatedAt: at, UpdatedAt: at}
@@ -305,7 +331,7 @@ func testClientTimes(t *testing.T, s storage.Store) {
 	}
 }
 
-func testClientAssertionJWT(t *testing.T, s storage.Store) {
+func testClientAssertionJWT(t *testing.T, s Store) {
 	ctx := t.Context()
 	noErr(t, "ClientAssertionJWTValid unknown", s.ClientAssertionJWTValid(ctx, "jti-1"))
 	noErr(t, "SetClientAssertionJWT", s.SetClientAssertionJWT(ctx, "jti-1", time.Now().Add(time.Hour)))
@@ -319,7 +345,7 @@ func testClientAssertionJWT(t *testing.T, s storage.Store) {
 
 // ---- codes, tokens, PKCE ----
 
-func testAuthorizeCode(t *testing.T, s storage.Store) {
+func testAuthorizeCode(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -338,7 +364,7 @@ func testAuthorizeCode(t *testing.T, s storage.Store) {
 	wantErr(t, "InvalidateAuthorizeCodeSession missing", s.InvalidateAuthorizeCodeSession(ctx, "nope"), storage.ErrNotFound)
 }
 
-func testAccessToken(t *testing.T, s storage.Store) {
+func testAccessToken(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -352,7 +378,7 @@ func testAccessToken(t *testing.T, s storage.Store) {
 	wantErr(t, "GetAccessTokenSession after delete", err, storage.ErrNotFound)
 }
 
-func testRefreshToken(t *testing.T, s storage.Store) {
+func testRefreshToken(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -366,7 +392,7 @@ func testRefreshToken(t *testing.T, s storage.Store) {
 	wantErr(t, "GetRefreshTokenSession after delete", err, storage.ErrNotFound)
 }
 
-func testRotateRefreshToken(t *testing.T, s storage.Store) {
+func testRotateRefreshToken(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -402,7 +428,7 @@ func testRotateRefreshToken(t *testing.T, s storage.Store) {
 	wantErr(t, "RotateRefreshToken missing", s.RotateRefreshToken(ctx, "req-1", "nope"), storage.ErrNotFound)
 }
 
-func testRevokeByRequestID(t *testing.T, s storage.Store) {
+func testRevokeByRequestID(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -434,7 +460,7 @@ func testRevokeByRequestID(t *testing.T, s storage.Store) {
 	noErr(t, "RevokeRefreshToken twice", s.RevokeRefreshToken(ctx, "req-1"))
 }
 
-func testPKCE(t *testing.T, s storage.Store) {
+func testPKCE(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -451,7 +477,7 @@ func testPKCE(t *testing.T, s storage.Store) {
 	wantErr(t, "GetPKCERequestSession after delete", err, storage.ErrNotFound)
 }
 
-func testMissingRows(t *testing.T, s storage.Store) {
+func testMissingRows(t *testing.T, s Store) {
 	ctx := t.Context()
 	_, err := s.GetClient(ctx, "nope")
 	wantErr(t, "GetClient", err, storage.ErrNotFound)
@@ -472,7 +498,7 @@ func testMissingRows(t *testing.T, s storage.Store) {
 	noErr(t, "DeleteRefreshTokenSession", s.DeleteRefreshTokenSession(ctx, "nope"))
 }
 
-func testCreateConflicts(t *testing.T, s storage.Store) {
+func testCreateConflicts(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -488,7 +514,7 @@ func testCreateConflicts(t *testing.T, s storage.Store) {
 	wantErr(t, "CreatePKCERequestSession unknown client", s.CreatePKCERequestSession(ctx, "g", ghost), storage.ErrNotFound)
 }
 
-func testSessionRoundTrip(t *testing.T, s storage.Store) {
+func testSessionRoundTrip(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -516,7 +542,7 @@ func testSessionRoundTrip(t *testing.T, s storage.Store) {
 	}
 }
 
-func testSecretForm(t *testing.T, s storage.Store) {
+func testSecretForm(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -538,7 +564,7 @@ func testSecretForm(t *testing.T, s storage.Store) {
 
 // ---- transactions ----
 
-func testTxRollback(t *testing.T, s storage.Store) {
+func testTxRollback(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -569,7 +595,7 @@ func testTxRollback(t *testing.T, s storage.Store) {
 	wantErr(t, "client after rollback", err, storage.ErrNotFound)
 }
 
-func testTxCommit(t *testing.T, s storage.Store) {
+func testTxCommit(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -594,7 +620,7 @@ func testTxCommit(t *testing.T, s storage.Store) {
 	noErr(t, "refresh token after commit", err)
 }
 
-func testTxNested(t *testing.T, s storage.Store) {
+func testTxNested(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
@@ -622,7 +648,7 @@ func testTxNested(t *testing.T, s storage.Store) {
 
 // ---- client deletion ----
 
-func testDeleteClient(t *testing.T, s storage.Store) {
+func testDeleteClient(t *testing.T, s Store) {
 	ctx := t.Context()
 	mustClient(t, s, "gone")
 	mustClient(t, s, "kept")
@@ -676,7 +702,7 @@ func testDeleteClient(t *testing.T, s storage.Store) {
 
 // race runs op Concurrency times in parallel, each in its own transaction
 // (committed on success, rolled back on error), and returns the errors.
-func race(t *testing.T, s storage.Store, op func(ctx context.Context) error) []error {
+func race(t *testing.T, s Store, op func(ctx context.Context) error) []error {
 	t.Helper()
 	ctx := t.Context()
 	errs := make([]error, Concurrency)
@@ -722,7 +748,7 @@ func exactlyOneWinner(t *testing.T, errs []error, lost error) {
 	}
 }
 
-func testConcurrentInvalidate(t *testing.T, s storage.Store) {
+func testConcurrentInvalidate(t *testing.T, s Store) {
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
 	noErr(t, "create code", s.CreateAuthorizeCodeSession(t.Context(), "code", req))
@@ -744,7 +770,7 @@ func testConcurrentInvalidate(t *testing.T, s storage.Store) {
 	wantErr(t, "code after race", err, storage.ErrInvalidatedAuthorizeCode)
 }
 
-func testConcurrentRotate(t *testing.T, s storage.Store) {
+func testConcurrentRotate(t *testing.T, s Store) {
 	mustClient(t, s, "app")
 	req := newRequest("app", "req-1")
 	noErr(t, "create access", s.CreateAccessTokenSession(t.Context(), "at", req))
@@ -769,7 +795,7 @@ func testConcurrentRotate(t *testing.T, s storage.Store) {
 	noErr(t, "the winner's new refresh token", err)
 }
 
-func testConcurrentDeletePKCE(t *testing.T, s storage.Store) {
+func testConcurrentDeletePKCE(t *testing.T, s Store) {
 	mustClient(t, s, "app")
 	noErr(t, "create pkce", s.CreatePKCERequestSession(t.Context(), "code", newRequest("app", "req-1")))
 	errs := race(t, s, func(ctx context.Context) error {
@@ -778,6 +804,6 @@ func testConcurrentDeletePKCE(t *testing.T, s storage.Store) {
 	exactlyOneWinner(t, errs, storage.ErrNotFound)
 }
 
-func testPing(t *testing.T, s storage.Store) {
+func testPing(t *testing.T, s Store) {
 	noErr(t, "Ping", s.Ping(t.Context()))
 }

@@ -17,6 +17,13 @@ const migrateUsage = `usage: authd migrate up|status [flags]
   status   show the schema version and whether it is behind this binary
 `
 
+// migrateCommands are the "authd migrate" commands and what they do (their
+// -h).
+var migrateCommands = map[string]string{
+	"up":     "Applies the embedded SQL migrations to AUTHD_DATABASE_URL (each in one\ntransaction, under an advisory lock), then shows the schema version.",
+	"status": "Shows the schema version of AUTHD_DATABASE_URL and whether it is behind this\nbinary.",
+}
+
 // cmdMigrate applies ("up") or shows ("status") the embedded migrations.
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	var c config
@@ -29,16 +36,23 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		return usagef("migrate: missing up or status (run \"authd help migrate\")")
 	}
-	if args[0] != "up" && args[0] != "status" {
+	about, ok := migrateCommands[args[0]]
+	if !ok {
 		return usagef("migrate: unknown command %q: up or status (run \"authd help migrate\")", args[0])
 	}
 	fs = flag.NewFlagSet("migrate "+args[0], flag.ContinueOnError)
 	c.flags(fs, false)
-	if err := parseNoArgs(fs, migrateUsage, args[1:], getenv, stdout); err != nil {
+	envErr, err := envErrors(parseNoArgs(fs, subcommandUsage("migrate "+args[0], nil, about), args[1:], getenv, stdout))
+	if err != nil {
 		return helpOK(err)
 	}
+	var errs problems
+	errs.add(envErr)
 	if c.DatabaseURL == "" || c.DatabaseURL == "memory" {
-		return usagef("AUTHD_DATABASE_URL: migrate needs a postgres:// URL")
+		errs.addf("AUTHD_DATABASE_URL: migrate needs a postgres:// URL")
+	}
+	if err := errs.err(); err != nil {
+		return err
 	}
 	pool, err := pgxpool.New(ctx, c.DatabaseURL)
 	if err != nil {

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/password"
+	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signing"
+	"github.com/authd/authd/storage"
+)
+
+// backends are what serve opens before it builds the server: the store,
+// the replay cache and the DPoP jti store (backends.go).
+type backends struct {
+	store      storage.Store
+	cache      exchangecache.Cache
+	dpopReplay dpop.ReplayStore
+}
+
+// newServer builds, once, the services the server is handed, and the
+// server (oauth.New does no I/O and builds none of them):
+//
+//   - the store's decorators: the backend, the client cache in front of it
+//     (AUTHD_CLIENT_CACHE_TTL), and revocation.Store around both, so that
+//     every revocation also drops the replay cache entries of what it
+//     revoked;
+//   - the identity service (users, sessions, consent) on that store, with
+//     the password hasher (AUTHD_PASSWORD_HASH_CONCURRENCY);
+//   - the ID token signing keys, created here on a first start (replicas
+//     starting at once create one generation between them);
+//   - the DPoP verifiers: the token endpoint's with server nonces
+//     (AUTHD_DPOP_NONCE), UserInfo's without (RFC 9449 §7).
+//
+// The revocation store and the verifiers count their fail-open events into
+// the server's metrics. keys is returned for the rotation job.
+func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.Logger) (srv *oauth.Server, keys *signing.Manager, err error) {
+	oc := c.oauthConfig()
+	metrics := oauth.NewMetrics()
+	store := b.store
+	if c.perf.ClientCacheTTL > 0 {
+		store = storage.NewCachingStore(store, c.perf.ClientCacheTTL)
+	}
+	revoking := revocation.Store{Store: store, OnError: metrics.RevocationCacheError(log)}
+	if !oc.DisableReplay {
+		revoking.Cache = b.cache
+	}
+	passwords := password.New(password.Options{Concurrency: c.people.PasswordHashConcurrency})
+	people := identity.New(revoking, identity.Options{SessionTTL: oc.SessionTTL, SessionIdleTTL: oc.SessionIdleTTL,
+		Passwords: passwords, Logger: log})
+	keys, err = signing.New(b.store, c.keys.signingConfig(c.Secret, log))
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	if err := keys.Ensure(ctx); err != nil {
+		return nil, nil, fmt.Errorf("signing keys: %w", err)
+	}
+	var nonces *dpop.Nonces
+	if c.DPoPNonce != "off" {
+		nonces = dpop.NewNonces(oc.Secret, 0, nil)
+	}
+	dpopStoreError := metrics.DPoPStoreError(log)
+	verifiers := oauth.DPoPVerifiers{
+		Token:    dpop.NewVerifier(dpop.Options{Nonces: nonces, Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
+		Resource: dpop.NewVerifier(dpop.Options{Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
+	}
+	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics,
+		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	return srv, keys, nil
+}

@@ -1,0 +1,48 @@
+package oauth
+
+import (
+	"context"
+
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/handler/pkce"
+	fositestorage "github.com/ory/fosite/storage"
+
+	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/storage"
+)
+
+// Store is the slice of storage the server calls (Deps.Store). authd
+// serve hands it the backend behind the client cache
+// (storage.CachingStore) and revocation.Store, so that every revocation
+// also drops the replay cache entries of what it revoked.
+type Store interface {
+	// fosite's handlers (provider.go, adapter.go): clients, codes,
+	// tokens, the PKCE sessions of codes issued by an earlier authd, and
+	// their transactions; the revocation and introspection endpoints.
+	fosite.ClientManager
+	oauth2.CoreStorage
+	oauth2.TokenRevocationStorage
+	pkce.PKCERequestStorage
+	fositestorage.Transactional
+	// Pushed authorization requests (par.go).
+	storage.PARStore
+	// The exchange (exchange.go) and a code's issue (authorize.go): their
+	// transactions, the replay record, whether a grant is still live.
+	storage.Batcher
+	storage.GrantChecker
+	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
+	// The claims of ID tokens and UserInfo.
+	GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
+
+	adminStore
+}
+
+// adminStore is what the admin API (admin.go) calls: the client
+// administration and identity services' stores. It leaves with the admin
+// API when that gets a package of its own.
+type adminStore interface {
+	clientadmin.Store
+	identity.Store
+}
