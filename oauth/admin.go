@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/identity"
 )
 
@@ -70,6 +71,7 @@ type AdminCaller = clientadmin.Caller
 // concurrent use.
 type Admin struct {
 	svc    *clientadmin.Service
+	idem   *idempotency.Engine
 	people *identity.Service
 	log    *slog.Logger
 }
@@ -95,13 +97,18 @@ func newAdmin(cfg Config, deps Deps, people *identity.Service) (*Admin, error) {
 	if a.log == nil {
 		a.log = slog.Default()
 	}
+	idem, err := idempotency.New(idempotency.Config{Secret: cfg.Secret, TTL: cfg.IdempotencyKeyTTL, Store: deps.Store, Now: deps.Now})
+	if err != nil {
+		return nil, err
+	}
+	a.idem = idem
 	svc, err := clientadmin.New(clientadmin.Config{
-		Secret:            cfg.Secret,
-		AdminTokens:       cfg.AdminTokens,
-		IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
-		Store:             deps.Store,
-		Audit:             a.audit,
-		Now:               deps.Now,
+		Secret:      cfg.Secret,
+		AdminTokens: cfg.AdminTokens,
+		Idempotency: idem,
+		Store:       deps.Store,
+		Audit:       a.audit,
+		Now:         deps.Now,
 	})
 	if err != nil {
 		return nil, err

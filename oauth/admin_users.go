@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 )
@@ -162,10 +163,22 @@ func (a *Admin) auditUser(ctx context.Context, ev userAudit, status int, err err
 // storage) onto the answer it gets; anything unknown stays as it is and
 // becomes a logged 500.
 func userFailure(err error) error {
-	var he *httpError
+	var (
+		he      *httpError
+		refused *idempotency.Error
+	)
 	switch {
 	case errors.As(err, &he):
 		return err
+	case errors.As(err, &refused):
+		code := clientadmin.ErrInvalidRequest.Code
+		switch {
+		case errors.Is(refused, idempotency.ErrInFlight):
+			code = clientadmin.ErrKeyInFlight.Code
+		case errors.Is(refused, idempotency.ErrKeyReused):
+			code = clientadmin.ErrKeyReused.Code
+		}
+		return &clientadmin.Error{Code: code, Description: refused.Description}
 	case errors.Is(err, identity.ErrInvalidUsername):
 		return newHTTPError(http.StatusBadRequest, "invalid_username", fmt.Sprintf(
 			"The username is not acceptable: 1 to %d bytes after PRECIS UsernameCaseMapped (RFC 8265 §3.3), letters, digits and symbols such as . _ - @, no spaces or invisible characters.", identity.MaxUsernameLen))
@@ -222,7 +235,7 @@ func (a *Admin) runUserWrite(ctx context.Context, caller AdminCaller, key string
 	ev := userAudit{who: caller.String(), what: op.action, username: op.username, clientID: op.clientID, idempotencyKey: key != ""}
 	canonical := []byte("{}")
 	if op.request != nil {
-		c, err := clientadmin.Canonical(op.request)
+		c, err := idempotency.Canonical(op.request)
 		if err != nil {
 			return a.userRefuse(ctx, ev, err)
 		}
@@ -234,9 +247,9 @@ func (a *Admin) runUserWrite(ctx context.Context, caller AdminCaller, key string
 	if op.clientID != "" {
 		resource += "\x00" + op.clientID
 	}
-	res, err := a.svc.Write(ctx, clientadmin.Write{
-		Caller: caller, Endpoint: op.endpoint, Resource: resource, Status: op.status,
-		IdempotencyKey: key, Request: canonical, Confidential: op.confidential,
+	res, err := a.idem.Run(ctx, idempotency.Write{
+		Caller: caller, Endpoint: op.endpoint, Resource: resource, Outcome: op.status,
+		Key: key, Request: canonical, Confidential: op.confidential,
 		Do: func(ctx context.Context) ([]byte, error) {
 			v, sub, err := op.do(ctx)
 			ev.sub = sub
@@ -249,12 +262,12 @@ func (a *Admin) runUserWrite(ctx context.Context, caller AdminCaller, key string
 	if err != nil {
 		return a.userRefuse(ctx, ev, err)
 	}
-	resp := AdminResponse{Status: res.Status, Body: res.Body, Replayed: res.Replayed}
+	resp := AdminResponse{Status: res.Outcome, Body: res.Answer, Replayed: res.Replayed}
 	var shown struct {
 		Subject  string `json:"sub"`
 		Username string `json:"username"`
 	}
-	if len(res.Body) > 0 && json.Unmarshal(res.Body, &shown) == nil {
+	if len(res.Answer) > 0 && json.Unmarshal(res.Answer, &shown) == nil {
 		if ev.sub == "" {
 			ev.sub = shown.Subject
 		}
