@@ -74,7 +74,8 @@ type Config struct {
 	// (introspection by an operator, /admin/…). Compared in constant time.
 	AdminTokens []string
 	// IdempotencyKeyTTL is how long the admin API keeps an Idempotency-Key
-	// and its stored response (default 24h).
+	// and its stored response (default 24h). The server does not use it:
+	// cmd/authd hands it to the admin API (package adminapi).
 	IdempotencyKeyTTL time.Duration
 	// LoginLimits slows down failed sign-ins per username and client IP.
 	LoginLimits LoginLimits

@@ -108,17 +108,19 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.cache == nil && !cfg.DisableReplay {
 		o.cache = exchangecache.NewMemory()
 	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := oauth.New(cfg, oauth.Deps{
 		Store:      h.store,
 		Cache:      o.cache,
 		DPoPReplay: o.dpopReplay,
-		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     logger,
 		AccessLog:  o.accessLog,
 		Passwords:  testPasswords,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	mountAdmin(t, app, cfg, logger)
 	h.app = app
 	// The test server also answers /metrics, which authd serves on its
 	// operations listener (package ops), so tests can read the counters.

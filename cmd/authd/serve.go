@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/ops"
 	"github.com/authd/authd/password"
@@ -131,6 +132,16 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 		ln.Close()
 		return usagef("%v", err)
 	}
+	// The admin API (/admin/…) writes through the server's store and
+	// identity service, so its writes reach the client cache and the
+	// replay cache the server reads.
+	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
+		Store: srv.Store(), People: srv.People(), Logger: log})
+	if err != nil {
+		ln.Close()
+		return usagef("%v", err)
+	}
+	srv.MountAdmin(admin)
 	if dbKind(c.DatabaseURL) == "postgres" {
 		srv.Registry().MustRegister(dbCount)
 	}
