@@ -70,8 +70,9 @@ type Config struct {
 	// AllowPlainPKCE enables code_challenge_method=plain (default off,
 	// RFC 9700 §2.1.1 recommends S256).
 	AllowPlainPKCE bool
-	// AdminTokens are bearer tokens accepted by admin-only endpoints
-	// (introspection by an operator, /admin/…). Compared in constant time.
+	// AdminTokens are bearer tokens accepted by admin-only endpoints:
+	// introspection by an operator here, and /admin/… (cmd/authd hands
+	// them to the admin API). Compared in constant time.
 	AdminTokens []string
 	// IdempotencyKeyTTL is how long the admin API keeps an Idempotency-Key
 	// and its stored response (default 24h). The server does not use it:

@@ -23,8 +23,8 @@ const (
 )
 
 // routes registers every route of the public listener in one place: the
-// protocol, the pages and, when mounted, the admin API. /metrics, /healthz and /readyz
-// are on the operations listener (package ops), never here.
+// protocol, the pages and, when mounted, the admin API. /metrics, /healthz
+// and /readyz are on the operations listener (package ops), never here.
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(s.handleNotFound)
