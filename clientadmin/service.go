@@ -2,9 +2,7 @@ package clientadmin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/secrets"
 	"github.com/authd/authd/storage"
 )
@@ -42,8 +41,12 @@ type Config struct {
 	// AdminTokens are the bearer tokens AuthenticateToken accepts.
 	AdminTokens []string
 	// IdempotencyKeyTTL is how long a key and its response are kept
-	// (default 24h).
+	// (default 24h). Ignored when Idempotency is set.
 	IdempotencyKeyTTL time.Duration
+	// Idempotency is the Idempotency-Key engine, shared with the other
+	// operations of the admin API; nil builds one from Secret,
+	// IdempotencyKeyTTL, Store and Now.
+	Idempotency *idempotency.Engine
 	// Store persists clients and Idempotency-Key records.
 	Store Store
 	// Audit receives one event per operation. Nil logs it to Logger as
@@ -79,30 +82,22 @@ const (
 )
 
 // Caller identifies who makes a request by a keyed fingerprint of its
-// credential, never the credential itself. It scopes Idempotency-Keys and
-// names the caller ("who") in the audit log. Obtain one from
-// Service.AuthenticateToken or Service.LocalCaller.
-type Caller struct {
-	fingerprint []byte
-	name        string
-}
-
-// String returns the caller's audit name: "token:" and 16 hex digits of the
-// fingerprint of an admin token, or "local:" and the name of a local caller.
-func (c Caller) String() string { return c.name }
+// credential, never the credential itself (idempotency.Caller). It scopes
+// Idempotency-Keys and names the caller ("who") in the audit log. Obtain
+// one from Service.AuthenticateToken or Service.LocalCaller.
+type Caller = idempotency.Caller
 
 // Unauthenticated is the caller of a request without a valid credential,
 // for audit events only.
-var Unauthenticated = Caller{name: "unauthenticated"}
+var Unauthenticated = idempotency.Unauthenticated
 
 // Service manages OAuth clients. It is the one code path behind the admin
 // API and the "authd clients" commands, and safe for concurrent use.
 type Service struct {
 	store  Store
 	hasher Hasher
-	keys   idempotencyKeys
-	tokens [][]byte // fingerprints of the configured admin tokens
-	ttl    time.Duration
+	idem   *idempotency.Engine
+	tokens []Caller // the callers of the configured admin tokens
 	now    func() time.Time
 	audit  func(context.Context, AuditEvent)
 }
@@ -121,16 +116,19 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		store:  cfg.Store,
 		hasher: secrets.NewHasher(cfg.Secret),
-		keys:   newIdempotencyKeys(cfg.Secret),
-		ttl:    cfg.IdempotencyKeyTTL,
+		idem:   cfg.Idempotency,
 		now:    cfg.Now,
 		audit:  cfg.Audit,
 	}
-	if s.ttl <= 0 {
-		s.ttl = 24 * time.Hour
-	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.idem == nil {
+		idem, err := idempotency.New(idempotency.Config{Secret: cfg.Secret, TTL: cfg.IdempotencyKeyTTL, Store: cfg.Store, Now: s.now})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		s.idem = idem
 	}
 	if s.audit == nil {
 		log := cfg.Logger
@@ -141,7 +139,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	for _, t := range cfg.AdminTokens {
 		if t != "" {
-			s.tokens = append(s.tokens, s.keys.credentialFingerprint("token", t))
+			s.tokens = append(s.tokens, s.idem.TokenCaller(t))
 		}
 	}
 	return s, nil
@@ -181,19 +179,17 @@ func (s *Service) Audit(ctx context.Context, e AuditEvent) { s.audit(ctx, e) }
 // equal length are compared, each in constant time, so neither the
 // configured tokens nor their lengths leak through timing.
 func (s *Service) AuthenticateToken(token string) (Caller, bool) {
-	fp := s.keys.credentialFingerprint("token", token)
-	ok := 0
+	c := s.idem.TokenCaller(token)
+	ok := false
 	for _, t := range s.tokens {
-		ok |= subtle.ConstantTimeCompare(fp, t)
+		ok = t.Equal(c) || ok // every comparison runs
 	}
-	return Caller{fingerprint: fp, name: "token:" + hex.EncodeToString(fp[:8])}, ok == 1 && token != ""
+	return c, ok && token != ""
 }
 
 // LocalCaller returns the caller for a local operator with direct access to
 // the database and the system secret, such as the "authd clients" commands.
-func (s *Service) LocalCaller(name string) Caller {
-	return Caller{fingerprint: s.keys.credentialFingerprint("local", name), name: "local:" + name}
-}
+func (s *Service) LocalCaller(name string) Caller { return s.idem.LocalCaller(name) }
 
 // Result is the answer of a write: the client information and its JSON
 // encoding, which is what an Idempotency-Key stores and a retry gets back
@@ -248,7 +244,7 @@ func (s *Service) Create(ctx context.Context, caller Caller, idempotencyKey stri
 	return s.write(ctx, caller, writeOp{
 		action:    ActionCreate,
 		endpoint:  "POST /admin/clients",
-		record:    recordCreated,
+		outcome:   idempotency.OutcomeCreated,
 		idemKey:   idempotencyKey,
 		canonical: canonical,
 		do: func(ctx context.Context) (*ClientInformation, error) {
@@ -279,7 +275,7 @@ func (s *Service) Update(ctx context.Context, caller Caller, id, idempotencyKey 
 	return s.write(ctx, caller, writeOp{
 		action:    ActionUpdate,
 		endpoint:  "PUT /admin/clients/" + id,
-		record:    recordOK,
+		outcome:   idempotency.OutcomeOK,
 		clientID:  id,
 		idemKey:   idempotencyKey,
 		canonical: canonical,
@@ -320,7 +316,7 @@ func (s *Service) RotateSecret(ctx context.Context, caller Caller, id, idempoten
 	return s.write(ctx, caller, writeOp{
 		action:    ActionRotateSecret,
 		endpoint:  "POST /admin/clients/" + id + "/secret",
-		record:    recordOK,
+		outcome:   idempotency.OutcomeOK,
 		clientID:  id,
 		idemKey:   idempotencyKey,
 		canonical: []byte("{}"),
@@ -420,13 +416,25 @@ func (s *Service) getClient(ctx context.Context, id string) (*storage.Client, er
 	return c, nil
 }
 
-// translate maps storage errors to the service's: a missing client is
-// ErrNotFound, a serialization failure ErrConflict; others are returned
-// as they are.
+// translate maps storage and engine errors to the service's: a missing
+// client is ErrNotFound, a serialization failure ErrConflict, a refusal of
+// the Idempotency-Key engine ErrInvalidRequest, ErrKeyInFlight or
+// ErrKeyReused with the engine's description; others are returned as they
+// are.
 func translate(err error) error {
+	var refused *idempotency.Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &refused):
+		kind := ErrInvalidRequest
+		switch {
+		case errors.Is(refused, idempotency.ErrInFlight):
+			kind = ErrKeyInFlight
+		case errors.Is(refused, idempotency.ErrKeyReused):
+			kind = ErrKeyReused
+		}
+		return newError(kind, refused.Description)
 	case errors.Is(err, storage.ErrNotFound):
 		return newError(ErrNotFound, "No client with this client_id.")
 	case errors.Is(err, storage.ErrSerializationFailure):

@@ -161,7 +161,7 @@ func TestServiceDefaultAuditLog(t *testing.T) {
 }
 
 // TestNoHTTP: the service imports no net/http (it knows no status code);
-// the admin API's adapter lives in package oauth.
+// the admin API's adapter lives in package adminapi.
 func TestNoHTTP(t *testing.T) {
 	files, _ := filepath.Glob("*.go")
 	for _, f := range files {

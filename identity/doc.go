@@ -24,13 +24,14 @@
 // access and refresh token commit together or not at all.
 package identity
 
-// The admin HTTP adapter (/admin/users…, oauth/admin_users.go) is a thin
-// layer on top: every operation takes the caller's context and runs in the
-// transaction it carries (nested operations become savepoints), so the
-// admin API's Idempotency-Key engine (claim the key, do the work, store the
-// response, all in one transaction: clientadmin.Service.Write) wraps an
-// operation unchanged. The adapter maps the typed errors onto statuses:
-// ErrInvalidUsername, ErrInvalidPassword, ErrInvalidProfile → 400;
-// ErrUserNotFound, ErrConsentNotFound → 404; ErrUserExists → 409. The
-// result types (User, Session, Consent) carry their JSON names and never a
-// password hash or session reference.
+// The operator's operations on users (Admin: create, update and rename,
+// set a password, disable, enable, delete, sign out, withdraw a consent,
+// list by page) run each write through the Idempotency-Key engine
+// (package idempotency): every operation takes the caller's context and
+// runs in the transaction it carries (nested operations become
+// savepoints), so the engine's transaction (claim the key, do the work,
+// store the answer) wraps an operation unchanged. The admin API (package
+// adminapi) is a thin HTTP adapter over Admin that maps the typed errors
+// onto statuses. The result types (User, Session, Consent, SignedOut,
+// UserPage) carry their JSON names and never a password hash or session
+// reference.

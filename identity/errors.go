@@ -24,4 +24,10 @@ var (
 	ErrConsentNotFound = errors.New("consent not found")
 	// ErrNoSession: the session reference is unknown, expired or ended.
 	ErrNoSession = errors.New("no valid session")
+	// ErrInvalidClientID: an operation on a user's consent names no client.
+	ErrInvalidClientID = errors.New("a client_id is required")
+	// ErrInvalidLimit: a page's limit is out of range (Admin.Page).
+	ErrInvalidLimit = errors.New("invalid limit")
+	// ErrInvalidCursor: a page's cursor is not one Admin.Page returned.
+	ErrInvalidCursor = errors.New("invalid cursor")
 )

@@ -97,13 +97,14 @@ func view(u *storage.User) User {
 		Name: u.Name, Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 }
 
-// NewUser is the input of Add.
+// NewUser is the input of Add. The JSON names are the request's canonical
+// form under an Idempotency-Key (Admin.Create).
 type NewUser struct {
-	Username      string
-	Password      string
-	Email         string
-	EmailVerified bool
-	Name          string
+	Username      string `json:"username"`
+	Password      string `json:"password"`
+	Email         string `json:"email,omitempty"`
+	EmailVerified bool   `json:"email_verified,omitempty"`
+	Name          string `json:"name,omitempty"`
 }
 
 // Add creates a user with a new random subject. Errors: ErrInvalidUsername,

@@ -65,11 +65,13 @@ type Config struct {
 	// AllowPlainPKCE enables code_challenge_method=plain (default off,
 	// RFC 9700 §2.1.1 recommends S256).
 	AllowPlainPKCE bool
-	// AdminTokens are bearer tokens accepted by admin-only endpoints
-	// (introspection by an operator, /admin/…). Compared in constant time.
+	// AdminTokens are bearer tokens accepted by admin-only endpoints:
+	// introspection by an operator here, and /admin/… (cmd/authd hands
+	// them to the admin API). Compared in constant time.
 	AdminTokens []string
 	// IdempotencyKeyTTL is how long the admin API keeps an Idempotency-Key
-	// and its stored response (default 24h).
+	// and its stored response (default 24h). The server does not use it:
+	// cmd/authd hands it to the admin API (package adminapi).
 	IdempotencyKeyTTL time.Duration
 	// LoginLimits slows down failed sign-ins per username and client IP.
 	LoginLimits LoginLimits

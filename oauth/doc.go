@@ -1,12 +1,11 @@
 // Package oauth is authd's OAuth 2.0 authorization server: it composes fosite
 // (authorization code + PKCE, refresh, introspection, revocation) over the
 // slice of storage it calls (Store), puts the exchange replay cache in front of the token
-// endpoint, and serves the HTTP endpoints and the login/consent pages. Admin
-// (admin.go) is the HTTP adapter of the client administration service
-// (package clientadmin) behind /admin/clients, and (admin_users.go) of the
-// identity service behind /admin/users, both on clientadmin's
-// Idempotency-Key engine. Keys derived from the system secret
-// come from package secrets. /metrics, /healthz and /readyz are not served
+// endpoint, and serves the HTTP endpoints and the login/consent pages. It
+// holds no admin code: the admin API (package adminapi) is built in
+// cmd/authd and mounted under /admin/ through the neutral AdminAPI
+// interface (mount.go), behind this server's middleware. Keys derived from
+// the system secret come from package secrets. /metrics, /healthz and /readyz are not served
 // here but on the operations listener (package ops).
 //
 // It is also the OpenID Provider (OpenID Connect Core, Discovery and

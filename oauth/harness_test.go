@@ -3,7 +3,6 @@ package oauth_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,11 +22,9 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
-	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/oauth/oauthtest"
 	"github.com/authd/authd/password"
-	"github.com/authd/authd/revocation"
-	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
@@ -123,7 +120,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
-	}, services{clientCacheTTL: o.clientCacheTTL, dpopNonceOff: o.dpopNonceOff, dpopReplay: o.dpopReplay})
+	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,66 +141,17 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 
 // services are what newServerWith builds around the backend, as authd
 // serve does; the zero value is serve's defaults.
-type services struct {
-	clientCacheTTL time.Duration    // the client cache (0: off)
-	dpopNonceOff   bool             // DPoP proofs need no server nonce
-	dpopReplay     dpop.ReplayStore // the DPoP jti store (nil: in memory)
-}
+type services = oauthtest.Services
 
-// newServer is the tests' oauth.New: deps.Store is the backend (a
-// storage.Store), around which it builds the services authd serve builds
-// (cmd/authd's newServer) before calling oauth.New.
+// newServer is the tests' oauth.New (package oauthtest): deps.Store is the
+// backend, around which it builds the services authd serve builds.
 func newServer(cfg oauth.Config, deps oauth.Deps) (*oauth.Server, error) {
-	return newServerWith(cfg, deps, services{})
+	return oauthtest.NewServer(cfg, deps, services{})
 }
 
-// newServerWith is newServer with the services' settings: the backend
-// behind the client cache and revocation.Store, the identity service, the
-// signing keys (created here, as serve does before it listens) and the
-// DPoP verifiers, all counting into one oauth.Metrics.
+// newServerWith is newServer with the services' settings.
 func newServerWith(cfg oauth.Config, deps oauth.Deps, sv services) (*oauth.Server, error) {
-	backend, ok := deps.Store.(storage.Store)
-	if !ok {
-		return nil, fmt.Errorf("newServer: Deps.Store is a %T, not a storage.Store backend", deps.Store)
-	}
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	if deps.Passwords == nil {
-		deps.Passwords = password.New(password.Options{})
-	}
-	deps.Metrics = oauth.NewMetrics()
-	if sv.clientCacheTTL > 0 {
-		backend = storage.NewCachingStore(backend, sv.clientCacheTTL)
-	}
-	revoking := revocation.Store{Store: backend, OnError: deps.Metrics.RevocationCacheError(deps.Logger)}
-	if !cfg.DisableReplay && cfg.ReplayWindow >= 0 {
-		revoking.Cache = deps.Cache
-	}
-	deps.Store = revoking
-	deps.People = identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
-		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
-	keys, err := signing.New(backend, signing.Config{Secret: cfg.Secret, TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger})
-	if err != nil {
-		return nil, err
-	}
-	if err := keys.Ensure(context.Background()); err != nil {
-		return nil, err
-	}
-	deps.Keys = keys
-	if sv.dpopReplay == nil {
-		sv.dpopReplay = dpop.NewMemory()
-	}
-	var nonces *dpop.Nonces
-	if !sv.dpopNonceOff {
-		nonces = dpop.NewNonces(cfg.Secret, 0, deps.Now)
-	}
-	onStoreError := deps.Metrics.DPoPStoreError(deps.Logger)
-	deps.DPoP = oauth.DPoPVerifiers{
-		Token:    dpop.NewVerifier(dpop.Options{Now: deps.Now, Nonces: nonces, Replay: sv.dpopReplay, OnStoreError: onStoreError}),
-		Resource: dpop.NewVerifier(dpop.Options{Now: deps.Now, Replay: sv.dpopReplay, OnStoreError: onStoreError}),
-	}
-	return oauth.New(cfg, deps)
+	return oauthtest.NewServer(cfg, deps, sv)
 }
 
 func (h *harness) seed() {

@@ -62,10 +62,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			route := r.URL.Path
 			switch {
 			case knownRoutes[route]:
-			case route == pathAdminClients || strings.HasPrefix(route, pathAdminClients+"/"):
-				route = pathAdminClients
-			case route == pathAdminUsers || strings.HasPrefix(route, pathAdminUsers+"/"):
-				route = pathAdminUsers
+			case s.admin != nil && strings.HasPrefix(route, "/admin/"):
+				if route = s.admin.Route(route); route == "" {
+					route = "other"
+				}
 			default:
 				route = "other"
 			}

@@ -23,8 +23,8 @@ const (
 )
 
 // routes registers every route of the public listener in one place: the
-// protocol, the pages and the admin API. /metrics, /healthz and /readyz
-// are on the operations listener (package ops), never here.
+// protocol, the pages and, when mounted, the admin API. /metrics, /healthz
+// and /readyz are on the operations listener (package ops), never here.
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(s.handleNotFound)
@@ -61,10 +61,6 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
-	// /admin/…: the admin API's adapter (admin.go), which bounds its own
-	// bodies with RFC 7591 errors, so it is mounted beside the public
-	// body limit rather than under it.
-	admin := s.admin.handler(r.NotFoundHandler, s.handleMethodNotAllowed)
 	public := limitBody(r)
 	// POST /oauth2/token, the busiest route by far, goes straight to its
 	// handler: the route mux would choose, without its regular
@@ -77,8 +73,11 @@ func (s *Server) routes() http.Handler {
 			token.ServeHTTP(w, req)
 			return
 		}
-		if strings.HasPrefix(req.URL.Path, "/admin/") {
-			admin.ServeHTTP(w, req)
+		// /admin/…: the admin API (MountAdmin), which bounds its own
+		// bodies, so it is served beside the public body limit rather
+		// than under it.
+		if s.admin != nil && strings.HasPrefix(req.URL.Path, "/admin/") {
+			s.admin.ServeHTTP(w, req)
 			return
 		}
 		public.ServeHTTP(w, req)

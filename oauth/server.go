@@ -52,7 +52,8 @@ type Server struct {
 
 	loginLimit  *loginLimiter
 	clientLimit *clientLimiter
-	admin       *Admin
+	adminTokens adminTokens // for introspection
+	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
@@ -124,11 +125,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
-	admin, err := newAdmin(cfg, Deps{Store: deps.Store, Logger: deps.Logger, Now: deps.Now}, s.people)
-	if err != nil {
-		return nil, err
-	}
-	s.admin = admin
+	s.adminTokens = newAdminTokens(cfg.Secret, cfg.AdminTokens)
 	s.handler = s.routes()
 	return s, nil
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/ory/fosite/handler/pkce"
 	fositestorage "github.com/ory/fosite/storage"
 
-	"github.com/authd/authd/clientadmin"
-	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 )
 
@@ -35,14 +33,4 @@ type Store interface {
 	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
 	// The claims of ID tokens and UserInfo.
 	GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
-
-	adminStore
-}
-
-// adminStore is what the admin API (admin.go) calls: the client
-// administration and identity services' stores. It leaves with the admin
-// API when that gets a package of its own.
-type adminStore interface {
-	clientadmin.Store
-	identity.Store
 }

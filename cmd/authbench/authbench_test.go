@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,13 +21,10 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
-	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/oauth/oauthtest"
 	"github.com/authd/authd/password"
-	"github.com/authd/authd/revocation"
-	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres/pgtest"
@@ -53,29 +49,8 @@ func newTarget(t *testing.T) (url, public, service, serviceSecret string) {
 // password hashing.
 func newServer(cfg oauth.Config, store *memory.Store) (*oauth.Server, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	metrics := oauth.NewMetrics()
-	cache := exchangecache.NewMemory()
-	revoking := revocation.Store{Store: store, Cache: cache, OnError: metrics.RevocationCacheError(log)}
 	passwords := password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})
-	keys, err := signing.New(store, signing.Config{Secret: cfg.Secret, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := keys.Ensure(context.Background()); err != nil {
-		return nil, err
-	}
-	replay := dpop.NewMemory()
-	onStoreError := metrics.DPoPStoreError(log)
-	return oauth.New(cfg, oauth.Deps{
-		Store:  revoking,
-		People: identity.New(revoking, identity.Options{Passwords: passwords, Logger: log}),
-		Keys:   keys,
-		DPoP: oauth.DPoPVerifiers{
-			Token:    dpop.NewVerifier(dpop.Options{Nonces: dpop.NewNonces(cfg.Secret, 0, nil), Replay: replay, OnStoreError: onStoreError}),
-			Resource: dpop.NewVerifier(dpop.Options{Replay: replay, OnStoreError: onStoreError}),
-		},
-		Metrics: metrics, Cache: cache, Logger: log, Passwords: passwords,
-	})
+	return oauthtest.NewServer(cfg, oauth.Deps{Store: store, Cache: exchangecache.NewMemory(), Logger: log, Passwords: passwords}, oauthtest.Services{})
 }
 
 // target is an in-process authd and its clients.

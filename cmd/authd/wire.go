@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
@@ -35,7 +36,8 @@ type backends struct {
 //   - the ID token signing keys, created here on a first start (replicas
 //     starting at once create one generation between them);
 //   - the DPoP verifiers: the token endpoint's with server nonces
-//     (AUTHD_DPOP_NONCE), UserInfo's without (RFC 9449 §7).
+//     (AUTHD_DPOP_NONCE), UserInfo's without (RFC 9449 §7);
+//   - the admin API (package adminapi), mounted under /admin/.
 //
 // The revocation store and the verifiers count their fail-open events into
 // the server's metrics. keys is returned for the rotation job.
@@ -74,5 +76,14 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
+	// The admin API (/admin/…) writes through the same store and identity
+	// service, so its writes reach the client cache and the replay cache
+	// the server reads; it runs behind the server's middleware.
+	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
+		Store: revoking, People: people, Logger: log})
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	srv.MountAdmin(admin)
 	return srv, keys, nil
 }

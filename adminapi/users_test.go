@@ -1,4 +1,4 @@
-package oauth_test
+package adminapi_test
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/authd/authd/adminapi"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/storage/memory"
 )
@@ -706,8 +708,9 @@ func TestAdminUserAuditLog(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
-	a, err := oauth.NewAdmin(oauth.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
-		oauth.Deps{Store: memory.New(), Logger: logger, Passwords: testPasswords})
+	store := memory.New()
+	a, err := adminapi.New(adminapi.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}, Store: store,
+		People: identity.New(store, identity.Options{Passwords: testPasswords, Logger: logger}), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package oauth_test
+package adminapi_test
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package oauth_test
+package adminapi_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,115 +18,12 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/authd/authd/adminapi"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/oauth/oauthtest"
 	"github.com/authd/authd/storage/memory"
 )
-
-// adminResult is one answer of the admin API.
-type adminResult struct {
-	status int
-	header http.Header
-	raw    []byte
-	body   map[string]any
-}
-
-func (r adminResult) str(k string) string { s, _ := r.body[k].(string); return s }
-
-func (r adminResult) String() string { return fmt.Sprintf("%d %s", r.status, r.raw) }
-
-// adminReq is an admin request; the zero value of every field but method
-// and path is a sensible default (the admin token, JSON, no key).
-type adminReq struct {
-	method, path string
-	body         string
-	key          string            // Idempotency-Key; "" for none
-	token        *string           // bearer token; nil for the admin token
-	header       map[string]string // extra or overriding headers
-	chunked      bool              // send the body without Content-Length
-}
-
-// adminDo sends req and decodes the answer. It never stops the test, so
-// goroutines may call it. Every answer but 204 must be a JSON object.
-func (h *harness) adminDo(req adminReq) (adminResult, error) {
-	var body io.Reader
-	if req.body != "" {
-		body = strings.NewReader(req.body)
-		if req.chunked {
-			body = io.MultiReader(body) // hides the length: chunked encoding
-		}
-	}
-	r, err := http.NewRequest(req.method, h.srv.URL+req.path, body)
-	if err != nil {
-		return adminResult{}, err
-	}
-	if req.body != "" {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	token := testAdminToken
-	if req.token != nil {
-		token = *req.token
-	}
-	if token != "" {
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
-	if req.key != "" {
-		r.Header.Set("Idempotency-Key", req.key)
-	}
-	for k, v := range req.header {
-		if v == "" {
-			r.Header.Del(k)
-		} else {
-			r.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return adminResult{}, err
-	}
-	defer resp.Body.Close()
-	res := adminResult{status: resp.StatusCode, header: resp.Header, body: map[string]any{}}
-	res.raw, err = io.ReadAll(resp.Body)
-	if err != nil {
-		return res, err
-	}
-	if resp.StatusCode == http.StatusNoContent {
-		if len(res.raw) != 0 {
-			return res, fmt.Errorf("%s %s: 204 with a body: %q", req.method, req.path, res.raw)
-		}
-		return res, nil
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		return res, fmt.Errorf("%s %s: Content-Type %q, want application/json: %s", req.method, req.path, ct, res)
-	}
-	if err := json.Unmarshal(res.raw, &res.body); err != nil {
-		return res, fmt.Errorf("%s %s: non-JSON answer %s", req.method, req.path, res)
-	}
-	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
-		return res, fmt.Errorf("%s %s: Cache-Control %q, want no-store", req.method, req.path, cc)
-	}
-	return res, nil
-}
-
-func (h *harness) admin(t testing.TB, req adminReq) adminResult {
-	t.Helper()
-	res, err := h.adminDo(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
-
-// wantStatus fails the test unless res has status (and, for errors, an RFC
-// 7591 §3.2.2 body with code).
-func wantStatus(t testing.TB, what string, res adminResult, status int, code string) {
-	t.Helper()
-	if res.status != status {
-		t.Fatalf("%s: got %s, want %d", what, res, status)
-	}
-	if code != "" && (res.str("error") != code || res.str("error_description") == "") {
-		t.Fatalf("%s: got %s, want error %q with a description", what, res, code)
-	}
-}
 
 // metaJSON returns client metadata JSON for a confidential web client.
 func metaJSON(name string) string {
@@ -634,112 +530,6 @@ func TestAdminMalformedRequests(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// TestValidateRedirectURI: redirect URIs accepted and refused at
-// registration, per RFC 6749 §3.1.2, RFC 8252 §7-8 and RFC 9700 §2.1.
-func TestValidateRedirectURI(t *testing.T) {
-	tests := []struct {
-		uri string
-		ok  bool
-		why string
-	}{
-		// Accepted.
-		{"https://app.example.com/callback", true, "https with host"},
-		{"https://app.example.com:8443/cb?tenant=a", true, "port and query are fine (RFC 6749 §3.1.2)"},
-		{"https://127.0.0.1/cb", true, "https on an IP literal"},
-		{"com.example.app:/oauth2redirect", true, "private-use reverse-domain scheme (RFC 8252 §7.1)"},
-		{"com.example.app:/oauth2redirect/example-provider", true, "the RFC 8252 §7.1 example"},
-		{"com.googleusercontent.apps.1234-abcd:/cb", true, "multi-label reverse domain"},
-		{"http://127.0.0.1/callback", true, "loopback IPv4 without port (RFC 8252 §7.3)"},
-		{"http://127.0.0.1:8080/callback", true, "loopback IPv4 with port"},
-		{"http://[::1]/callback", true, "loopback IPv6 (RFC 8252 §7.3)"},
-		{"http://[::1]:51004/cb", true, "loopback IPv6 with port"},
-		{"https://app.example.com/cb%20space", true, "percent-encoding"},
-		// Refused.
-		{"", false, "empty"},
-		{"/callback", false, "relative (RFC 6749 §3.1.2)"},
-		{"app.example.com/cb", false, "no scheme"},
-		{"https://app.example.com/cb#frag", false, "fragment (RFC 6749 §3.1.2)"},
-		{"https://app.example.com/cb#", false, "empty fragment"},
-		{"https://*.example.com/cb", false, "wildcard host (RFC 9700 §2.1)"},
-		{"https://app.example.com/*", false, "wildcard path (RFC 9700 §2.1)"},
-		{"http://app.example.com/cb", false, "cleartext http off the loopback (RFC 9700 §4.1)"},
-		{"http://localhost/cb", false, "localhost (RFC 8252 §8.3)"},
-		{"http://localhost:8080/cb", false, "localhost with port (RFC 8252 §8.3)"},
-		{"http://127.0.0.2/cb", false, "other loopback address"},
-		{"http://127.0.0.1.nip.io/cb", false, "a name that resolves to loopback"},
-		{"http://[0:0:0:0:0:0:0:1]/cb", false, "non-canonical IPv6 loopback"},
-		{"https://user:pass@app.example.com/cb", false, "user information"},
-		{"https:///cb", false, "https without host"},
-		{"https://app.example.com/a/../cb", false, "dot-segment"},
-		{"https://app.example.com:99999/cb", false, "port out of range"},
-		{"https://app.example.com/c b", false, "raw space"},
-		{"https://app.example.com/cb\n", false, "control character"},
-		{`https://app.example.com\@evil.example/cb`, false, "backslash"},
-		{"https://app.example.com/ü", false, "raw non-ASCII"},
-		{"myapp:/callback", false, "private-use scheme that is not a reverse domain (RFC 8252 §7.1)"},
-		{"com.example.app://callback", false, "private-use scheme with an authority (RFC 8252 §7.1)"},
-		{"com.example.app:callback", false, "opaque private-use URI"},
-		{"com.example.app:", false, "private-use scheme without path"},
-		{"com..app:/cb", false, "empty domain label"},
-		{"javascript:alert(1)", false, "javascript"},
-		{"data:text/html,hi", false, "data"},
-		{"file:///etc/passwd", false, "file"},
-		{"https://app.example.com/" + strings.Repeat("a", 2048), false, "too long"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.why, func(t *testing.T) {
-			err := oauth.ValidateRedirectURI(tt.uri)
-			if (err == nil) != tt.ok {
-				t.Fatalf("ValidateRedirectURI(%q) = %v, want ok=%v", tt.uri, err, tt.ok)
-			}
-			if err != nil {
-				re, isReg := err.(*oauth.RegistrationError)
-				if !isReg || re.Code != "invalid_redirect_uri" || re.Description == "" {
-					t.Fatalf("error %#v, want *RegistrationError invalid_redirect_uri", err)
-				}
-			}
-		})
-	}
-}
-
-// TestLoopbackRedirectAnyPort: a native app registered (through the admin
-// API) with port-less loopback redirect URIs is redirected to whatever port
-// it asks for at authorization time (RFC 8252 §7.3), for IPv4 and IPv6, and
-// redeems the code with that URI; another path is refused.
-func TestLoopbackRedirectAnyPort(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{backend: "memory"})
-	res := h.admin(t, adminReq{method: "POST", path: "/admin/clients", body: `{"client_name":"Desktop",` +
-		`"redirect_uris":["http://127.0.0.1/callback","http://[::1]/callback"],"token_endpoint_auth_method":"none","skip_consent":true}`})
-	wantStatus(t, "register", res, http.StatusCreated, "")
-	id := res.str("client_id")
-	for _, redirect := range []string{"http://127.0.0.1:49152/callback", "http://127.0.0.1:8080/callback", "http://[::1]:50123/callback", "http://127.0.0.1/callback"} {
-		t.Run(redirect, func(t *testing.T) {
-			want, _ := url.Parse(redirect)
-			v := oauth2.GenerateVerifier()
-			conf := &oauth2.Config{ClientID: id, RedirectURL: redirect, Scopes: []string{"openid"},
-				Endpoint: oauth2.Endpoint{AuthURL: h.srv.URL + "/oauth2/authorize", TokenURL: h.srv.URL + "/oauth2/token"}}
-			loc := h.login(t, newBrowser(t), conf.AuthCodeURL("state-loop", oauth2.S256ChallengeOption(v)))
-			if loc.Scheme != "http" || loc.Host != want.Host || loc.Path != want.Path || loc.Query().Get("code") == "" {
-				t.Fatalf("redirected to %s, want %s with a code", loc, redirect)
-			}
-			tr := h.exchange(t, id, loc.Query().Get("code"), v, redirect)
-			if tr.status != http.StatusOK || tr.str("access_token") == "" {
-				t.Fatalf("exchange: %d %v", tr.status, tr.body)
-			}
-		})
-	}
-	// Port-agnostic, not path-agnostic: another path is not redirected to.
-	conf := &oauth2.Config{ClientID: id, RedirectURL: "http://127.0.0.1:49152/other",
-		Endpoint: oauth2.Endpoint{AuthURL: h.srv.URL + "/oauth2/authorize"}}
-	p := get(t, newBrowser(t), conf.AuthCodeURL("state-loop", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
-	if p.loc != nil || p.status != http.StatusBadRequest {
-		t.Fatalf("unregistered loopback path: %d, redirect %v", p.status, p.loc)
-	}
-}
-
 // TestAdminAuditLog: every admin request is one audit event naming who (the
 // credential's fingerprint), what and the client_id, and no event carries a
 // secret, a token or an Idempotency-Key.
@@ -748,8 +538,8 @@ func TestAdminAuditLog(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	store := memory.New()
-	a, err := oauth.NewAdmin(oauth.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
-		oauth.Deps{Store: store, Logger: logger})
+	a, err := adminapi.New(adminapi.Config{Secret: []byte(testSecret), AdminTokens: []string{testAdminToken},
+		Store: store, People: identity.New(store, identity.Options{Logger: logger}), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -805,15 +595,15 @@ func TestAdminAuditLog(t *testing.T) {
 			t.Errorf("the audit log contains the %s %q", name, secret)
 		}
 	}
-	if _, err := oauth.NewAdmin(oauth.Config{Secret: []byte("short")}, oauth.Deps{Store: store}); err == nil {
-		t.Error("NewAdmin accepted a short secret")
+	if _, err := adminapi.New(adminapi.Config{Secret: []byte("short"), Store: store, People: identity.New(store, identity.Options{})}); err == nil {
+		t.Error("New accepted a short secret")
 	}
 
 	// Over HTTP, the event carries the request ID; a refused request is
 	// logged too.
 	buf.Reset()
-	srv, err := newServer(oauth.Config{Issuer: "http://127.0.0.1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}},
-		oauth.Deps{Store: store, Logger: logger})
+	cfg := oauth.Config{Issuer: "http://127.0.0.1", Secret: []byte(testSecret), AdminTokens: []string{testAdminToken}}
+	srv, err := oauthtest.NewServer(cfg, oauth.Deps{Store: store, Logger: logger}, oauthtest.Services{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,16 +625,4 @@ func TestAdminAuditLog(t *testing.T) {
 	if strings.Contains(logged, "wrong-token") || strings.Contains(logged, testAdminToken) {
 		t.Errorf("a bearer token is logged:\n%s", logged)
 	}
-}
-
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -1,0 +1,92 @@
+// Package oauthtest builds an oauth.Server for tests the way authd serve
+// does (cmd/authd's newServer): the backend behind the client cache and
+// revocation.Store, the identity service, the signing keys, the DPoP
+// verifiers and the admin API mounted under /admin/. It is a test kit, like
+// storage/storagetest: production code never imports it.
+package oauthtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/authd/authd/adminapi"
+	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/password"
+	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signing"
+	"github.com/authd/authd/storage"
+)
+
+// Services are the settings of what NewServer builds around the backend;
+// the zero value is serve's defaults.
+type Services struct {
+	ClientCacheTTL time.Duration    // the client cache (0: off)
+	DPoPNonceOff   bool             // DPoP proofs need no server nonce
+	DPoPReplay     dpop.ReplayStore // the DPoP jti store (nil: in memory)
+}
+
+// NewServer is the tests' oauth.New: deps.Store is the backend (a
+// storage.Store), around which it builds the services authd serve builds
+// before calling oauth.New, all counting into one oauth.Metrics. The
+// admin API is mounted when cfg has admin tokens.
+func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, error) {
+	backend, ok := deps.Store.(storage.Store)
+	if !ok {
+		return nil, fmt.Errorf("oauthtest: Deps.Store is a %T, not a storage.Store backend", deps.Store)
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Passwords == nil {
+		deps.Passwords = password.New(password.Options{})
+	}
+	deps.Metrics = oauth.NewMetrics()
+	if sv.ClientCacheTTL > 0 {
+		backend = storage.NewCachingStore(backend, sv.ClientCacheTTL)
+	}
+	revoking := revocation.Store{Store: backend, OnError: deps.Metrics.RevocationCacheError(deps.Logger)}
+	if !cfg.DisableReplay && cfg.ReplayWindow >= 0 {
+		revoking.Cache = deps.Cache
+	}
+	deps.Store = revoking
+	people := identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
+		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
+	deps.People = people
+	keys, err := signing.New(backend, signing.Config{Secret: cfg.Secret, TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.Ensure(context.Background()); err != nil {
+		return nil, err
+	}
+	deps.Keys = keys
+	if sv.DPoPReplay == nil {
+		sv.DPoPReplay = dpop.NewMemory()
+	}
+	var nonces *dpop.Nonces
+	if !sv.DPoPNonceOff {
+		nonces = dpop.NewNonces(cfg.Secret, 0, deps.Now)
+	}
+	onStoreError := deps.Metrics.DPoPStoreError(deps.Logger)
+	deps.DPoP = oauth.DPoPVerifiers{
+		Token:    dpop.NewVerifier(dpop.Options{Now: deps.Now, Nonces: nonces, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
+		Resource: dpop.NewVerifier(dpop.Options{Now: deps.Now, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
+	}
+	srv, err := oauth.New(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.AdminTokens) > 0 {
+		api, err := adminapi.New(adminapi.Config{Secret: cfg.Secret, AdminTokens: cfg.AdminTokens, IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
+			Store: revoking, People: people, Logger: deps.Logger, Now: deps.Now})
+		if err != nil {
+			return nil, err
+		}
+		srv.MountAdmin(api)
+	}
+	return srv, nil
+}
