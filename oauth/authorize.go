@@ -115,6 +115,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 	if q, ok := parQuery(fr.URL.Query()); ok {
 		// RFC 9126 §4: a pushed request is the request; nothing is added
 		// from the front channel.
+		ctx = withPARClient(ctx, q.Get("client_id"))
 		fr = fr.Clone(ctx)
 		u := *fr.URL
 		u.RawQuery = q.Encode()
