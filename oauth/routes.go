@@ -58,6 +58,10 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
+	// The sign-in methods' own routes, under /signin/NAME/ (signin.go).
+	s.mountMethods(func(method, path string, h http.Handler) {
+		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
+	})
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}

@@ -50,7 +50,7 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	loginLimit  *loginLimiter
+	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
 	adminTokens adminTokens // for introspection
 	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
@@ -73,6 +73,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("oauth: Deps.Keys is required")
 	case deps.DPoP.Token == nil || deps.DPoP.Resource == nil:
 		return nil, errors.New("oauth: Deps.DPoP.Token and Deps.DPoP.Resource are required")
+	}
+	methods, err := newMethodSet(deps.Methods)
+	if err != nil {
+		return nil, err
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
@@ -103,6 +107,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		dpopToken:    deps.DPoP.Token,
 		dpopResource: deps.DPoP.Resource,
 		keys:         deps.Keys,
+		methods:      methods,
 	}
 	if deps.Passwords != nil {
 		s.metrics.watchPasswords(deps.Passwords)
@@ -122,7 +127,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
 	}
-	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
 	s.adminTokens = newAdminTokens(cfg.Secret, cfg.AdminTokens)
