@@ -13,8 +13,14 @@ import (
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 )
+
+// LoginLimits configures how failed sign-ins are slowed down (the password
+// method's back-off, pwd.Limits); the name is kept for Config.LoginLimits.
+type LoginLimits = pwd.Limits
 
 // Config holds the server's settings. Durations are time.Duration values;
 // zero values are replaced by the defaults documented on each field.
@@ -75,6 +81,8 @@ type Config struct {
 	// cmd/authd hands it to the admin API (package adminapi).
 	IdempotencyKeyTTL time.Duration
 	// LoginLimits slows down failed sign-ins per username and client IP.
+	// The server does not use it: the password method (package
+	// signin/pwd) does, which cmd/authd builds with it.
 	LoginLimits LoginLimits
 	// TokenLimits rate-limits the token endpoint per authenticated
 	// client_id (zero value: off).
@@ -145,6 +153,11 @@ type Deps struct {
 	// Passwords is People's password hasher (package password), whose
 	// slots the metrics show (authd_password_hash*); nil shows none.
 	Passwords *password.Hasher
+	// Methods are the sign-in methods, in the order the login page shows
+	// them (package signin; cmd/authd lists signin/pwd); at least one.
+	// A login form names its method in the "method" field; one that names
+	// none is "password".
+	Methods []signin.Method
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
 	// answer sent. It exists for crash tests (cmd/authd built with the

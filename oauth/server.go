@@ -51,7 +51,7 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	loginLimit  *loginLimiter
+	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
 	limits      *limits.Limiter // abuse budgets (Deps.Limits)
 	adminTokens adminTokens     // for introspection
@@ -75,6 +75,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("oauth: Deps.Keys is required")
 	case deps.DPoP.Token == nil || deps.DPoP.Resource == nil:
 		return nil, errors.New("oauth: Deps.DPoP.Token and Deps.DPoP.Resource are required")
+	}
+	methods, err := newMethodSet(deps.Methods)
+	if err != nil {
+		return nil, err
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
@@ -105,6 +109,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		dpopToken:    deps.DPoP.Token,
 		dpopResource: deps.DPoP.Resource,
 		keys:         deps.Keys,
+		methods:      methods,
 	}
 	if deps.Passwords != nil {
 		s.metrics.watchPasswords(deps.Passwords)
@@ -124,7 +129,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
 	}
-	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
 	s.limits = deps.Limits
