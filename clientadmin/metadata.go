@@ -47,6 +47,9 @@ type ClientMetadata struct {
 	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
 	// authorization requests must come by PAR.
 	RequirePushedAuthorizationRequests bool `json:"require_pushed_authorization_requests,omitempty"`
+	// RequireMFA (authd's own metadata, issue 27): the client's users must
+	// prove a second factor, or set one up, before a code is issued.
+	RequireMFA bool `json:"require_mfa,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -384,6 +387,7 @@ func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt tim
 		IDTokenSignedResponseAlg:           meta.IDTokenSignedResponseAlg,
 		DPoPBoundAccessTokens:              meta.DPoPBoundAccessTokens,
 		RequirePushedAuthorizationRequests: meta.RequirePushedAuthorizationRequests,
+		RequireMFA:                         meta.RequireMFA,
 		CreatedAt:                          storage.NormalizeTime(createdAt),
 		UpdatedAt:                          storage.NormalizeTime(updatedAt),
 	}
@@ -412,6 +416,7 @@ func clientInformation(c *storage.Client) *ClientInformation {
 			IDTokenSignedResponseAlg:           c.IDTokenSignedResponseAlg,
 			DPoPBoundAccessTokens:              c.DPoPBoundAccessTokens,
 			RequirePushedAuthorizationRequests: c.RequirePushedAuthorizationRequests,
+			RequireMFA:                         c.RequireMFA,
 		},
 	}
 	if info.RedirectURIs == nil {

@@ -77,6 +77,8 @@ type harnessOpts struct {
 	accessLog *slog.Logger
 	// methods builds the sign-in methods (nil: the password method).
 	methods func(people *identity.Service, password signin.Method) []signin.Method
+	// now is the server's clock (nil: time.Now).
+	now func() time.Time
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -124,6 +126,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
+		Now:       o.now,
 	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
 	if err != nil {
 		t.Fatal(err)

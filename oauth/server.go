@@ -13,6 +13,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/web/templates"
 )
@@ -51,7 +52,9 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	methods     methodSet // the sign-in methods (signin.go)
+	methods     methodSet       // the sign-in methods (signin.go)
+	factors     []signin.Factor // second factors (factor.go)
+	mfa         MFA             // the authenticator app's set-up (factor.go); nil: none
 	clientLimit *clientLimiter
 	limits      *limits.Limiter // abuse budgets (Deps.Limits)
 	adminTokens adminTokens     // for introspection
@@ -110,6 +113,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		dpopResource: deps.DPoP.Resource,
 		keys:         deps.Keys,
 		methods:      methods,
+		factors:      deps.Factors,
+		mfa:          deps.MFA,
 	}
 	if deps.Passwords != nil {
 		s.metrics.watchPasswords(deps.Passwords)

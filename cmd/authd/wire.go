@@ -77,8 +77,12 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	// The sign-in methods, in the login page's order.
 	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
-	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
+	deps := oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
+		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()}
+	if _, err := newFactors(revoking, oc, &deps); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	srv, err = oauth.New(oc, deps)
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}

@@ -74,6 +74,8 @@ type Store struct {
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).
 	signingKeys []storage.SigningKey
+	// factorT holds second factors (factors.go).
+	factorT factorTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.

@@ -167,6 +167,8 @@ type AccountData struct {
 	Notice string
 	// NoSession: the browser is not signed in.
 	NoSession bool
+	// MFA is the two-step sign-in section (mfa.go); nil: not offered.
+	MFA *AccountMFA
 }
 
 // AccountApp is one consented client on the account page.
