@@ -299,7 +299,7 @@ func (s *Server) stepInputOf(a *authzRequest, done progress) stepInput {
 	in := stepInput{
 		now: s.now(), promptLogin: a.authn.prompt["login"], promptConsent: a.authn.prompt["consent"],
 		promptSelectAccount: a.authn.prompt["select_account"],
-		maxAge: a.authn.maxAge, public: a.client.IsPublic(), skipConsent: a.client.SkipConsent,
+		maxAge:              a.authn.maxAge, public: a.client.IsPublic(), skipConsent: a.client.SkipConsent,
 		redirectURI: a.ar.GetRedirectURI(), silentSSO: s.cfg.SilentSSO,
 		proven: done.proven, interacted: done.interacted, consented: done.consented,
 	}

@@ -51,8 +51,8 @@ type stepInput struct {
 	// the one-tap page, which offers "Not you?", even where a code could
 	// go silently.
 	promptSelectAccount bool
-	maxAge                     int64  // seconds; -1 when absent
-	hintSubject                string // the id_token_hint's sub; "" when absent
+	maxAge              int64  // seconds; -1 when absent
+	hintSubject         string // the id_token_hint's sub; "" when absent
 
 	// The client and where the code goes.
 	public      bool     // no client authentication at the token endpoint
