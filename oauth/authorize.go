@@ -152,6 +152,7 @@ func (s *Server) parseAuthorize(w http.ResponseWriter, r, fr *http.Request) (*au
 	if q, ok := parQuery(fr.URL.Query()); ok {
 		// RFC 9126 §4: a pushed request is the request; nothing is added
 		// from the front channel.
+		ctx = withPARClient(ctx, q.Get("client_id"))
 		fr = fr.Clone(ctx)
 		u := *fr.URL
 		u.RawQuery = q.Encode()

@@ -11,6 +11,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/signin"
 	"github.com/authd/authd/signin/pwd"
@@ -98,6 +99,8 @@ type Config struct {
 	// §6, require_pushed_authorization_requests for the whole server); a
 	// client can also require it for itself (client metadata).
 	RequirePAR bool
+	// PARLimits bounds pushes per client and per source address.
+	PARLimits PARLimits
 	// PKCERows also writes each code's PKCE session (RFC 7636 §4.4) to
 	// the PKCE session table, where authd before 2026-12 looked for it;
 	// this version keeps it in the code's own row (fositeStore). Set it
@@ -134,6 +137,9 @@ type Deps struct {
 	// Metrics are the server's metrics (NewMetrics), the ones the services
 	// above count into; nil: New makes its own.
 	Metrics *Metrics
+	// Limits keeps the abuse budgets, shared by every replica when it has
+	// a Redis; nil keeps them in this process.
+	Limits *limits.Limiter
 	// Cache is the exchange replay cache; nil disables replay.
 	Cache exchangecache.Cache
 	// Logger receives audit and error logs; default slog.Default().
@@ -193,6 +199,7 @@ func (c *Config) applyDefaults() {
 	if c.ReplayWindow < 0 {
 		c.DisableReplay = true
 	}
+	c.PARLimits.applyDefaults()
 	if c.AuthFailureLimits.PerSecond == 0 {
 		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
 	}

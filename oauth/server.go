@@ -12,6 +12,7 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/web/templates"
 )
@@ -52,8 +53,9 @@ type Server struct {
 
 	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
-	adminTokens adminTokens // for introspection
-	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
+	limits      *limits.Limiter // abuse budgets (Deps.Limits)
+	adminTokens adminTokens     // for introspection
+	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
@@ -129,6 +131,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
+	s.limits = deps.Limits
+	if s.limits == nil {
+		s.limits = limits.New(limits.Options{Now: deps.Now, Logger: deps.Logger})
+	}
 	s.adminTokens = newAdminTokens(cfg.Secret, cfg.AdminTokens)
 	s.handler = s.routes()
 	return s, nil
