@@ -115,7 +115,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.metrics.watchPasswords(deps.Passwords)
 	}
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
-	s.provider = newProvider(cfg, deps.Store, s.clientAuth)
+	s.provider = newProvider(cfg, deps.Store, s.clientAuth, deps.Now)
 	s.grants = s.provider.grants()
 	sealKey := deriveKey(cfg.Secret, "replay-cache")
 	window := cfg.ReplayWindow
