@@ -54,6 +54,7 @@ type Server struct {
 	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
 	limits      *limits.Limiter // abuse budgets (Deps.Limits)
+	devices     deviceCodec     // browsers that signed in as a username before
 	adminTokens adminTokens     // for introspection
 	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
 }
@@ -102,6 +103,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		now:          deps.Now,
 		hasher:       NewSecretHasher(cfg.Secret),
 		cookies:      newCookieCodec(cfg.Secret, iss.Scheme == "https"),
+		devices:      newDeviceCodec(cfg.Secret, iss.Scheme == "https"),
 		people:       deps.People,
 		scopes:       newScopeWords(cfg.ScopeDescriptions),
 		pages:        templates.Parse(),
