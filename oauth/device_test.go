@@ -79,3 +79,47 @@ func TestLoginBudgetsPerSourceAndDevice(t *testing.T) {
 		t.Fatalf("the person's own browser during the attack: %d, want a sign-in", st)
 	}
 }
+
+// TestPublicClientBudgetNotSpentByOneUser: one user replaying their own
+// code with a wrong verifier many times (or a revoked refresh token) is
+// charged to their own address, not to the public client's budget that
+// every user of the app shares: another user's exchange still succeeds.
+func TestPublicClientBudgetNotSpentByOneUser(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) {
+		c.TokenLimits = oauth.TokenLimits{PerSecond: 0.01, Burst: 3}
+		c.AuthFailureLimits = oauth.TokenLimits{PerSecond: 0.01, Burst: 10}
+	}})
+	post := func(b *http.Client, form url.Values) int {
+		resp, err := b.PostForm(h.srv.URL+"/oauth2/token", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	mallory := browserFrom(t, "127.0.0.2")
+	code, _ := h.code(t, publicClient)
+	wrong := url.Values{"grant_type": {"authorization_code"}, "client_id": {publicClient}, "code": {code},
+		"code_verifier": {oauth2.GenerateVerifier()}, "redirect_uri": {publicRedirect}}
+	limited := false
+	for range 30 {
+		switch st := post(mallory, wrong); st {
+		case http.StatusBadRequest:
+		case http.StatusTooManyRequests:
+			limited = true
+		default:
+			t.Fatalf("wrong verifier: %d", st)
+		}
+	}
+	if !limited {
+		t.Error("30 wrong verifiers from one address were never slowed down")
+	}
+	// Another user of the same app, from another address.
+	code2, v2 := h.code(t, publicClient)
+	alice := browserFrom(t, "127.0.0.3")
+	if st := post(alice, url.Values{"grant_type": {"authorization_code"}, "client_id": {publicClient}, "code": {code2},
+		"code_verifier": {v2}, "redirect_uri": {publicRedirect}}); st != http.StatusOK {
+		t.Fatalf("another user's exchange after one user's failures: %d, want 200", st)
+	}
+}
