@@ -6,7 +6,6 @@ import (
 	"net/url"
 
 	"github.com/ory/fosite"
-
 )
 
 // Bounds on what an authorization request may carry, wherever it enters
