@@ -75,10 +75,10 @@ type harnessOpts struct {
 	dpopNonceOff bool
 	// accessLog receives the request log (nil: the server's default).
 	accessLog *slog.Logger
-	// methods builds the sign-in methods (nil: the password method).
-	methods func(people *identity.Service, password signin.Method) []signin.Method
 	// now is the server's clock (nil: time.Now).
 	now func() time.Time
+	// methods builds the sign-in methods (nil: the password method).
+	methods func(people *identity.Service, password signin.Method) []signin.Method
 }
 
 // backends lists the storage backends the end-to-end tests run against,
