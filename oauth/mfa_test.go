@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 	"golang.org/x/oauth2"
@@ -411,5 +412,63 @@ func TestMFADiscoveryACR(t *testing.T) {
 	}
 	if !slices.Equal(m.ACR, []string{"urn:authd:acr:1fa", "urn:authd:acr:2fa", "phr"}) {
 		t.Fatalf("acr_values_supported = %v", m.ACR)
+	}
+}
+
+// go-oidc verifies the two-factor ID token and reads its acr and amr;
+// UserInfo carries them too.
+func TestMFAGoOIDCReadsACR(t *testing.T) {
+	h, clk := newMFAHarness(t, "memory")
+	b := newBrowser(t)
+	h.tokensFor(t, b, testUser, testPassword)
+	secret, _ := h.setUpTOTP(t, b, clk)
+	clk.advance(30 * time.Second)
+
+	ctx := oidc.ClientContext(context.Background(), http.DefaultClient)
+	provider, err := oidc.NewProvider(ctx, h.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := h.oauthConfig(publicClient)
+	pkce := oauth2.GenerateVerifier()
+	b2 := newBrowser(t)
+	p := get(t, b2, conf.AuthCodeURL("state-oidc-acr", oauth2.S256ChallengeOption(pkce), oauth2.SetAuthURLParam("acr_values", "urn:authd:acr:2fa")))
+	p = h.signInAs(t, b2, p, testUser, testPassword)
+	if !strings.Contains(p.body, `name="otp"`) {
+		t.Fatalf("expected the second-factor form: %d %s", p.status, p.body)
+	}
+	p = submit(t, b2, h.srv.URL, p, url.Values{"step": {"factor"}, "otp": {totpCode(t, clk, secret)}})
+	if p.loc == nil || p.loc.Query().Get("code") == "" {
+		t.Fatalf("no code: %d %s", p.status, p.body)
+	}
+	tok, err := conf.Exchange(ctx, p.loc.Query().Get("code"), oauth2.VerifierOption(pkce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := provider.Verifier(&oidc.Config{ClientID: publicClient}).Verify(ctx, raw)
+	if err != nil {
+		t.Fatalf("ID token does not verify: %v", err)
+	}
+	var c struct {
+		ACR      string   `json:"acr"`
+		AMR      []string `json:"amr"`
+		AuthTime int64    `json:"auth_time"`
+	}
+	if err := idt.Claims(&c); err != nil {
+		t.Fatal(err)
+	}
+	if c.ACR != "urn:authd:acr:2fa" || !slices.Contains(c.AMR, "otp") || c.AuthTime == 0 {
+		t.Fatalf("verified claims: %+v", c)
+	}
+	ui, err := provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uc struct {
+		ACR string `json:"acr"`
+	}
+	if err := ui.Claims(&uc); err != nil || uc.ACR != "urn:authd:acr:2fa" {
+		t.Fatalf("UserInfo acr %q (%v)", uc.ACR, err)
 	}
 }
