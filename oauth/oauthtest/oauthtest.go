@@ -39,6 +39,9 @@ type Services struct {
 	// second factor, Deps.Factors and Deps.MFA), for tests that make
 	// codes; nil: not kept. Ignored when deps.MFA is set.
 	TOTP **totp.Service
+	// Factors builds the second factors over the authenticator app's
+	// (nil: that one alone), e.g. to add a passkey factor.
+	Factors func(otp signin.Factor) []signin.Factor
 }
 
 // NewServer is the tests' oauth.New: deps.Store is the backend (a
@@ -81,6 +84,9 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 			return nil, err
 		}
 		deps.Factors, deps.MFA = []signin.Factor{otp.New(svc)}, svc
+		if sv.Factors != nil {
+			deps.Factors = sv.Factors(deps.Factors[0])
+		}
 		if sv.TOTP != nil {
 			*sv.TOTP = svc
 		}
