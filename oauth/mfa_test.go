@@ -18,8 +18,6 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 	"golang.org/x/oauth2"
-
-	"github.com/authd/authd/storage"
 )
 
 // The second factor through the real pages (issue 27): set-up on the
@@ -322,19 +320,39 @@ func (h *harness) completeSetup(t testing.TB, b *http.Client, clk *testClock, p 
 
 func TestMFARequired(t *testing.T) {
 	t.Run("client", func(t *testing.T) {
-		h, clk := newMFAHarness(t, "memory")
-		ctx := context.Background()
-		fc, _ := h.store.GetClient(ctx, publicClient)
-		c := *fc.(*storage.Client)
-		c.RequireMFA = true
-		if err := h.store.UpdateClient(ctx, &c); err != nil {
-			t.Fatal(err)
+		// Registered through the admin API with require_mfa, on
+		// PostgreSQL: the metadata, its column and the flow.
+		clk := &testClock{}
+		h := newHarness(t, harnessOpts{backend: "postgres", now: clk.now})
+		res := h.admin(t, adminReq{method: "POST", path: "/admin/clients", body: `{"client_name":"Bank","redirect_uris":["` + publicRedirect + `"],` +
+			`"grant_types":["authorization_code"],"response_types":["code"],"token_endpoint_auth_method":"none",` +
+			`"scope":"openid","skip_consent":true,"require_mfa":true}`})
+		if res.status != 201 || res.body["require_mfa"] != true {
+			t.Fatalf("register: %s", res)
+		}
+		conf := h.oauthConfig(publicClient)
+		conf.ClientID, conf.Scopes = res.str("client_id"), []string{"openid"}
+		if got := h.admin(t, adminReq{method: "GET", path: "/admin/clients/" + conf.ClientID}); got.body["require_mfa"] != true {
+			t.Fatalf("read back: %s", got)
 		}
 		b := newBrowser(t)
-		p, verifier := h.passwordThenFactor(t, b)
-		res := h.finish(t, h.completeSetup(t, b, clk, p), verifier)
-		if c := idClaims(t, res); c["acr"] != "urn:authd:acr:2fa" {
+		pkce := oauth2.GenerateVerifier()
+		p := h.signInAs(t, b, get(t, b, conf.AuthCodeURL("state-bank", oauth2.S256ChallengeOption(pkce))), testUser, testPassword)
+		p = h.completeSetup(t, b, clk, p)
+		if p.loc == nil || p.loc.Query().Get("code") == "" {
+			t.Fatalf("no code: %d %v %s", p.status, p.loc, p.body)
+		}
+		tok := h.exchange(t, conf.ClientID, p.loc.Query().Get("code"), pkce, publicRedirect)
+		if c := idClaims(t, tok); c["acr"] != "urn:authd:acr:2fa" {
 			t.Fatalf("require_mfa client: acr %v", c["acr"])
+		}
+		// The same user at a client without require_mfa: asked the
+		// factor all the same (a user with a factor is always asked).
+		b2 := newBrowser(t)
+		clk.advance(30 * time.Second)
+		p, _ = h.passwordThenFactor(t, b2)
+		if !strings.Contains(p.body, `name="otp"`) {
+			t.Fatalf("user with a factor not asked: %d %s", p.status, p.body)
 		}
 	})
 	t.Run("user", func(t *testing.T) {
