@@ -141,11 +141,12 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 	return nil
 }
 
-// RevokeSubject ends the subject's sessions and deactivates its codes and
-// tokens, in one transaction.
+// RevokeSubject ends the subject's sessions (queuing their back-channel
+// logouts, endSessionsSQL) and deactivates its codes and tokens, in one
+// transaction.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	return s.inTx(ctx, "revoke subject", func(q querier) error {
-		if _, err := q.Exec(ctx, `DELETE FROM sessions WHERE subject = $1`, subject); err != nil {
+		if _, err := q.Exec(ctx, endSessionsSQL(`subject = $1`), subject); err != nil {
 			return err
 		}
 		return revokeIssued(ctx, q, `subject = $1`, subject)
