@@ -130,12 +130,24 @@ func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bo
 
 // DeleteUser deletes the user; its sessions and consents go with it (ON
 // DELETE CASCADE). It returns storage.ErrNotFound for an unknown subject.
+//
+// The sessions are ended first, by the statement that queues their
+// back-channel logouts (endSessionsSQL): the cascade would end them
+// silently.
 func (s *Store) DeleteUser(ctx context.Context, subject string) error {
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM users WHERE subject = $1`, subject)
+	var deleted bool
+	err := s.inTx(ctx, "delete user", func(q querier) error {
+		if _, err := q.Exec(ctx, endSessionsSQL(`subject = $1`), subject); err != nil {
+			return err
+		}
+		tag, err := q.Exec(ctx, `DELETE FROM users WHERE subject = $1`, subject)
+		deleted = err == nil && tag.RowsAffected() > 0
+		return err
+	})
 	if err != nil {
-		return translate("delete user", err)
+		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if !deleted {
 		return fmt.Errorf("postgres: delete user: %w", storage.ErrNotFound)
 	}
 	return nil
