@@ -43,6 +43,8 @@ const (
 	testUser     = "alice"
 	testPassword = "correct horse battery"
 	redirect     = "http://127.0.0.1/cb"
+	// testAdminToken mounts the admin API (/admin/users…).
+	testAdminToken = "test-admin-token"
 )
 
 var testPasswords = password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})
@@ -59,7 +61,8 @@ func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, store: postgres.New(pgtest.New(t))}
 	h.srv = httptest.NewUnstartedServer(nil)
-	cfg := oauth.Config{Issuer: "http://" + h.srv.Listener.Addr().String(), Secret: []byte(testSecret)}
+	cfg := oauth.Config{Issuer: "http://" + h.srv.Listener.Addr().String(), Secret: []byte(testSecret),
+		AdminTokens: []string{testAdminToken}}
 	app, err := oauthtest.NewServer(cfg, oauth.Deps{Store: h.store, Cache: exchangecache.NewMemory(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Passwords: testPasswords}, oauthtest.Services{})
 	if err != nil {

@@ -47,13 +47,15 @@ func (b *backchannelConfig) validate() error {
 // startBackchannel starts this process's back-channel logout deliverer on
 // store (PostgreSQL or memory), signing with signer, unless the
 // concurrency is 0. Its metrics go to reg. stop cancels it and waits.
-func startBackchannel(ctx context.Context, b backchannelConfig, issuer string, store storage.LogoutStore, signer backchannel.Signer, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
+// Rows are leased for AUTHD_JOB_LEASE, as jobs are (at least twice the
+// timeout).
+func startBackchannel(ctx context.Context, b backchannelConfig, lease time.Duration, issuer string, store storage.LogoutStore, signer backchannel.Signer, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	if b.Concurrency == 0 {
 		log.Info("back-channel logout delivery off in this process (AUTHD_BACKCHANNEL_CONCURRENCY=0)")
 		return func() {}, nil
 	}
 	d, err := backchannel.New(backchannel.Config{Issuer: issuer, Store: store, Signer: signer, Timeout: b.Timeout,
-		GiveUp: b.GiveUp, Concurrency: b.Concurrency, Logger: log, Metrics: backchannel.NewMetrics(reg),
+		GiveUp: b.GiveUp, Concurrency: b.Concurrency, Lease: lease, Logger: log, Metrics: backchannel.NewMetrics(reg),
 		AfterFinish: faultAfterDelivered()})
 	if err != nil {
 		return nil, err
