@@ -66,6 +66,30 @@ func (s *Store) queueLogouts(ctx context.Context, ended []storage.Session) {
 	s.record(ctx, func() { s.logouts = s.logouts[:n] })
 }
 
+// signOutClient queues a back-channel logout of clientID for every session
+// of subject it was noted in, and forgets it there (RevokeConsent). Callers
+// hold s.mu.
+func (s *Store) signOutClient(ctx context.Context, subject, clientID string) {
+	c, ok := s.clients[clientID]
+	event := newUUID()
+	now := storage.NormalizeTime(s.now())
+	n := len(s.logouts)
+	for id, x := range s.sessions {
+		old := s.rpClients[id]
+		if x.Subject != subject || !slices.Contains(old, clientID) {
+			continue
+		}
+		s.rpClients[id] = slices.DeleteFunc(slices.Clone(old), func(c string) bool { return c == clientID })
+		s.record(ctx, func() { s.rpClients[id] = old })
+		if ok && c.BackchannelLogoutURI != "" {
+			s.logouts = append(s.logouts, &storage.LogoutDelivery{ID: int64(len(s.logouts) + 1), EventID: event,
+				ClientID: clientID, Subject: subject, SID: id, JTI: newUUID(), Status: storage.LogoutPending,
+				RunAt: now, CreatedAt: now})
+		}
+	}
+	s.record(ctx, func() { s.logouts = s.logouts[:n] })
+}
+
 // withClient returns a copy of d with its client's URI and alg.
 func (s *Store) withClient(d *storage.LogoutDelivery) *storage.LogoutDelivery {
 	cp := *d

@@ -31,6 +31,19 @@ func endSessionsSQL(cond string) string {
 		SELECT count(*) FROM ended`
 }
 
+// signOutClientSQL queues a back-channel logout of client $2 for every
+// session of subject $1 it was noted in, and forgets it there, without
+// ending the sessions: the consent was withdrawn ("signs the app out",
+// the account page). Like endSessionsSQL, the UPDATE waits for a code's
+// transaction holding a session's lock and sees its note.
+const signOutClientSQL = `WITH noted AS (UPDATE sessions SET rp_clients = array_remove(rp_clients, $2)
+			WHERE subject = $1 AND $2 = ANY (rp_clients) RETURNING id, subject),
+		ev AS (SELECT gen_random_uuid() AS id)
+	INSERT INTO logout_deliveries (event_id, client_id, subject, sid)
+	SELECT ev.id, c.id, n.subject, n.id
+	FROM noted n CROSS JOIN ev JOIN clients c ON c.id = $2 AND c.backchannel_logout_uri <> ''
+	ON CONFLICT DO NOTHING`
+
 // NoteSessionClient adds clientID to the session's rp_clients with a
 // conditional UPDATE (a no-op when there); queued in a deferred
 // transaction.

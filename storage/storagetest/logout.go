@@ -18,6 +18,38 @@ var logoutCases = []testCase{
 	{"LogoutLease", testLogoutLease},
 	{"LogoutConcurrentClaims", testLogoutConcurrentClaims},
 	{"LogoutNoteRacesSessionEnd", testLogoutNoteRace},
+	{"LogoutOnConsentWithdrawn", testLogoutConsent},
+}
+
+// testLogoutConsent: withdrawing a consent signs the app out of every
+// session it was noted in, once; the sessions stay, and their end later
+// tells only the other apps.
+func testLogoutConsent(t *testing.T, s Store) {
+	ctx := t.Context()
+	logoutClient(t, s, "rp-a", "https://a.example/logout")
+	logoutClient(t, s, "rp-b", "https://b.example/logout")
+	u := mustUser(t, s, "bcl-consent")
+	logoutSession(t, s, u, "s1")
+	logoutSession(t, s, u, "s2")
+	for _, n := range []struct{ sid, client string }{{"s1", "rp-a"}, {"s1", "rp-b"}, {"s2", "rp-a"}} {
+		noErr(t, "Note", s.NoteSessionClient(ctx, n.sid, n.client))
+	}
+	noErr(t, "GrantConsent", s.GrantConsent(ctx, u.Subject, "rp-a", []string{"openid"}))
+	noErr(t, "RevokeConsent", s.RevokeConsent(ctx, u.Subject, "rp-a"))
+	ds := deliveries(t, s)
+	if len(ds) != 2 || ds[0].ClientID != "rp-a" || ds[1].ClientID != "rp-a" || ds[0].SID == ds[1].SID {
+		t.Fatalf("after RevokeConsent: %+v, want rp-a told for s1 and s2", ds)
+	}
+	if _, err := s.GetSession(ctx, "s1", time.Now()); err != nil {
+		t.Fatalf("RevokeConsent ended the session: %v", err)
+	}
+	wantErr(t, "RevokeConsent again", s.RevokeConsent(ctx, u.Subject, "rp-a"), storage.ErrNotFound)
+	_, err := s.EndSessions(ctx, u.Subject)
+	noErr(t, "EndSessions", err)
+	ds = deliveries(t, s)
+	if len(ds) != 3 || ds[0].ClientID != "rp-b" || ds[0].SID != "s1" {
+		t.Fatalf("after EndSessions: %d deliveries, newest %+v; want one more, to rp-b for s1", len(ds), ds[0])
+	}
 }
 
 // logoutClient creates a client with a backchannel_logout_uri ("" for none).
