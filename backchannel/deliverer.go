@@ -183,6 +183,10 @@ func (d *Deliverer) Run(ctx context.Context) {
 // RunDue delivers every due row, waiting for each POST, until none is due,
 // and returns how many attempts it made: for tests and the CLI.
 func (d *Deliverer) RunDue(ctx context.Context) (int, error) {
+	hctx, stop := context.WithCancel(ctx)
+	beat := make(chan struct{})
+	go func() { defer close(beat); d.heartbeat(hctx) }()
+	defer func() { stop(); <-beat }()
 	total := 0
 	for {
 		var wg sync.WaitGroup
@@ -298,6 +302,8 @@ func (d *Deliverer) deliver(ctx context.Context, row *storage.LogoutDelivery) {
 	status, errMsg, retryIn := storage.LogoutDelivered, "", time.Duration(0)
 	if now.Sub(row.CreatedAt) > d.cfg.GiveUp {
 		status, errMsg = storage.LogoutFailed, fmt.Sprintf("given up: not delivered within %v", d.cfg.GiveUp)
+	} else if row.URI == "" {
+		status, errMsg = storage.LogoutFailed, "given up: the client no longer has a backchannel_logout_uri"
 	} else if err := d.post(ctx, row, now); err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, storage.ErrLeaseLost) {
 			d.cfg.Metrics.leasesLost.Inc()

@@ -25,7 +25,7 @@ import (
 func TestFanOutTwelveApps(t *testing.T) {
 	h := newHarness(t)
 	const n = 12
-	const flaky, stall, dead = "app-09", "app-10", "app-11"
+	const flaky, stall, dead, esApp = "app-09", "app-10", "app-11", "app-03"
 	rcv := map[string]*receiver{}
 	for i := range n {
 		app := fmt.Sprintf("app-%02d", i)
@@ -58,7 +58,11 @@ func TestFanOutTwelveApps(t *testing.T) {
 			}
 		}
 		rcv[app] = h.receiver(app, behave)
-		h.addApp(app, rcv[app].srv.URL+"/backchannel")
+		alg := ""
+		if app == esApp {
+			alg = "ES256" // the logout token is signed with the client's ID token alg
+		}
+		h.addApp(app, rcv[app].srv.URL+"/backchannel", alg)
 	}
 	b := newBrowser()
 	var sid string
@@ -76,10 +80,19 @@ func TestFanOutTwelveApps(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	m := backchannel.NewMetrics(reg)
+	var (
+		auditMu sync.Mutex
+		audited []string
+	)
+	audit := func(_ context.Context, d *storage.LogoutDelivery) {
+		auditMu.Lock()
+		audited = append(audited, d.ClientID)
+		auditMu.Unlock()
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for w := range 3 {
-		d := h.deliverer(fmt.Sprintf("w%d", w), nil, backchannel.Config{Metrics: m, Timeout: 400 * time.Millisecond,
+		d := h.deliverer(fmt.Sprintf("w%d", w), nil, backchannel.Config{Metrics: m, Audit: audit, Timeout: 400 * time.Millisecond,
 			GiveUp: 3 * time.Second, Concurrency: 4, Poll: 50 * time.Millisecond,
 			Backoff: func(int) time.Duration { return 300 * time.Millisecond }})
 		wg.Add(1)
@@ -109,6 +122,9 @@ func TestFanOutTwelveApps(t *testing.T) {
 			t.Errorf("%s received %d logout tokens, want %d", app, len(got), want)
 		}
 		for _, r := range got {
+			if wantAlg := map[bool]string{true: "ES256", false: "RS256"}[app == esApp]; r.alg != wantAlg {
+				t.Errorf("%s received a token signed with %s, want %s", app, r.alg, wantAlg)
+			}
 			if r.sid != sid || r.sub != h.sub || r.jti != got[0].jti {
 				t.Errorf("%s received sid %q sub %q jti %q, want sid %q sub %q and one jti %q", app, r.sid, r.sub, r.jti, sid, h.sub, got[0].jti)
 			}
@@ -132,6 +148,9 @@ func TestFanOutTwelveApps(t *testing.T) {
 	}
 	if g := counter(t, reg, "authd_backchannel_deliveries_total", "result", "given_up"); g != 1 {
 		t.Errorf("given_up = %v, want 1", g)
+	}
+	if len(audited) != 1 || audited[0] != dead {
+		t.Errorf("audit events for %v, want one for %s", audited, dead)
 	}
 	if d := counter(t, reg, "authd_backchannel_deliveries_total", "result", "delivered"); d != n-1 {
 		t.Errorf("delivered = %v, want %d", d, n-1)
@@ -175,5 +194,56 @@ func TestSignOutDoesNotWait(t *testing.T) {
 		} else if lag := got[0].at.Sub(time.Now().Add(-took)); lag > 10*time.Second {
 			t.Errorf("%s received its logout token %v after the sign-out", rc.app, lag)
 		}
+	}
+}
+
+// TestLostLeaseStops: a delivery whose lease is taken over while its POST
+// is in flight is stopped by the heartbeat (lost lease = stop): nothing is
+// written for it, and the metric counts it.
+func TestLostLeaseStops(t *testing.T) {
+	h := newHarness(t)
+	started := make(chan struct{}, 1)
+	rc := h.receiver("rp-slow", func(w http.ResponseWriter, r *http.Request, _ int) {
+		started <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	h.addApp("rp-slow", rc.srv.URL+"/bc")
+	b := newBrowser()
+	h.signIn(b, "rp-slow")
+	h.signOut(b)
+	reg := prometheus.NewRegistry()
+	d := h.deliverer("w1", reg, backchannel.Config{Timeout: 3 * time.Second, Heartbeat: 100 * time.Millisecond})
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = d.RunDue(t.Context()) }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no POST")
+	}
+	// Another worker takes the row over (as after an expired lease).
+	if _, err := h.pool.Exec(t.Context(), `UPDATE logout_deliveries SET locked_by = 'w2', attempts = attempts + 1`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the deliverer did not stop the POST whose lease was lost")
+	}
+	ds, err := h.store.ListLogoutDeliveries(t.Context(), storage.LogoutFilter{})
+	if err != nil || len(ds) != 1 || ds[0].Status != storage.LogoutPending || ds[0].LockedBy != "w2" || ds[0].LastError != "" {
+		t.Fatalf("after the lost lease: %+v (%v); want the row as w2 holds it, untouched", ds[0], err)
+	}
+	mfs, _ := reg.Gather()
+	lost := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "authd_backchannel_leases_lost_total" {
+			lost = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if lost != 1 {
+		t.Errorf("authd_backchannel_leases_lost_total = %v, want 1", lost)
 	}
 }

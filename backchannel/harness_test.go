@@ -18,6 +18,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
@@ -54,12 +55,14 @@ type harness struct {
 	srv   *httptest.Server
 	app   *oauth.Server
 	store storage.Store
+	pool  *pgxpool.Pool
 	sub   string
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, store: postgres.New(pgtest.New(t))}
+	pool := pgtest.New(t)
+	h := &harness{t: t, store: postgres.New(pool), pool: pool}
 	h.srv = httptest.NewUnstartedServer(nil)
 	cfg := oauth.Config{Issuer: "http://" + h.srv.Listener.Addr().String(), Secret: []byte(testSecret),
 		AdminTokens: []string{testAdminToken}}
@@ -81,13 +84,18 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// addApp registers a public client whose backchannel_logout_uri is uri.
-func (h *harness) addApp(id, uri string) {
+// addApp registers a public client whose backchannel_logout_uri is uri;
+// alg is its ID token alg ("" for RS256).
+func (h *harness) addApp(id, uri string, alg ...string) {
 	h.t.Helper()
-	if err := h.store.CreateClient(h.t.Context(), &storage.Client{ID: id, RedirectURIs: []string{redirect},
+	c := &storage.Client{ID: id, RedirectURIs: []string{redirect},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
 		Scopes: []string{"openid", "offline_access"}, TokenEndpointAuthMethod: "none", SkipConsent: true,
-		BackchannelLogoutURI: uri, BackchannelLogoutSessionRequired: true}); err != nil {
+		BackchannelLogoutURI: uri, BackchannelLogoutSessionRequired: true}
+	if len(alg) > 0 {
+		c.IDTokenSignedResponseAlg = alg[0]
+	}
+	if err := h.store.CreateClient(h.t.Context(), c); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -237,8 +245,8 @@ func claimsOf(t *testing.T, raw string) map[string]any {
 
 // receipt is one logout token a receiver accepted (and acted on).
 type receipt struct {
-	jti, sid, sub string
-	at            time.Time
+	jti, sid, sub, alg string
+	at                 time.Time
 }
 
 // receiver is one app's backchannel_logout_uri: it verifies every logout
@@ -330,7 +338,8 @@ func (rc *receiver) verify(r *http.Request) (receipt, error) {
 	case c["jti"] == nil || c["sid"] == nil || c["sub"] == nil:
 		return receipt{}, fmt.Errorf("jti, sid or sub missing: %v", c)
 	}
-	return receipt{jti: c["jti"].(string), sid: c["sid"].(string), sub: c["sub"].(string), at: time.Now()}, nil
+	return receipt{jti: c["jti"].(string), sid: c["sid"].(string), sub: c["sub"].(string),
+		alg: jws.Signatures[0].Header.Algorithm, at: time.Now()}, nil
 }
 
 func (rc *receiver) receipts() []receipt {
