@@ -192,3 +192,51 @@ func TestBackchannelSettings(t *testing.T) {
 		t.Errorf("logout-deliveries list -status lost on memory: %v", err)
 	}
 }
+
+// TestUsersSignOutQueuesLogouts (the CLI sign-out trigger): "authd users
+// sign-out" ends the sessions through the code the admin API runs, and
+// queues one delivery per app that received an ID token for them.
+func TestUsersSignOutQueuesLogouts(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := postgres.New(pool)
+	ctx := t.Context()
+	u := &storage.User{Username: "erin", PasswordHash: []byte("x")}
+	if err := store.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, id := range []string{"phone", "laptop"} {
+		if err := store.CreateSession(ctx, &storage.Session{ID: id, Subject: u.Subject, AuthTime: now,
+			IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.CreateClient(ctx, &storage.Client{ID: "rp", RedirectURIs: []string{"http://127.0.0.1/cb"},
+		TokenEndpointAuthMethod: "none", BackchannelLogoutURI: "https://rp.example/bc"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"phone", "laptop"} {
+		if err := store.NoteSessionClient(ctx, id, "rp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut syncBuffer
+	e := env(map[string]string{"AUTHD_DATABASE_URL": dsn, "AUTHD_SECRET": strings.Repeat("c", 40)})
+	if err := run(ctx, []string{"users", "sign-out", "erin"}, e, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("users sign-out: %v %s", err, errOut.String())
+	}
+	var listed syncBuffer
+	if err := run(ctx, []string{"logout-deliveries", "list"}, e, strings.NewReader(""), &listed, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var list []deliveryView
+	if err := json.Unmarshal([]byte(listed.String()), &list); err != nil || len(list) != 2 || list[0].ClientID != "rp" ||
+		list[0].EventID != list[1].EventID || list[0].SID == list[1].SID || list[0].Status != "pending" {
+		t.Fatalf("after users sign-out: %v %s", err, listed.String())
+	}
+}
