@@ -181,7 +181,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 }
 
 // RunDue delivers every due row, waiting for each POST, until none is due,
-// and returns how many attempts it made: for tests and the CLI.
+// and returns how many attempts it made (tests, benchmarks).
 func (d *Deliverer) RunDue(ctx context.Context) (int, error) {
 	hctx, stop := context.WithCancel(ctx)
 	beat := make(chan struct{})

@@ -32,12 +32,14 @@ type config struct {
 	DPoPNonce       string
 	RequirePAR      bool
 	PKCERows        bool
-	jobs            jobsConfig        // job worker and janitor (janitor.go)
-	perf            perfConfig        // client cache (perf.go)
-	ops             opsConfig         // operations listener (ops.go)
-	people          peopleConfig      // sessions and consent (people.go)
-	keys            keysConfig        // ID token signing keys (keys.go)
-	backchannel     backchannelConfig // back-channel logout delivery (backchannel.go)
+	jobs            jobsConfig   // job worker and janitor (janitor.go)
+	perf            perfConfig   // client cache (perf.go)
+	ops             opsConfig    // operations listener (ops.go)
+	people          peopleConfig // sessions and consent (people.go)
+	keys            keysConfig   // ID token signing keys (keys.go)
+
+	// backchannel: back-channel logout delivery (backchannel.go).
+	backchannel backchannelConfig
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string

@@ -54,11 +54,12 @@ type Store struct {
 	// consents.go).
 	sessions map[string]storage.Session
 	consents map[consentKey]storage.Consent
+	jtis     map[string]time.Time
+
 	// rpClients and logouts: the clients noted per session and the
 	// back-channel logout outbox (logout.go).
 	rpClients map[string][]string
 	logouts   []*storage.LogoutDelivery
-	jtis      map[string]time.Time
 
 	codes   table
 	access  table
@@ -93,16 +94,17 @@ func New() *Store {
 		clients: map[string]storage.Client{},
 		users:   map[string]storage.User{},
 
-		sessions:  map[string]storage.Session{},
-		consents:  map[consentKey]storage.Consent{},
+		sessions: map[string]storage.Session{},
+		consents: map[consentKey]storage.Consent{},
+		jtis:     map[string]time.Time{},
+		codes:    table{},
+		access:   table{},
+		refresh:  table{},
+		pkce:     table{},
+		par:      table{},
+		now:      time.Now,
+
 		rpClients: map[string][]string{},
-		jtis:      map[string]time.Time{},
-		codes:     table{},
-		access:    table{},
-		refresh:   table{},
-		pkce:      table{},
-		par:       table{},
-		now:       time.Now,
 
 		revokedGrants: map[string]bool{},
 		replays:       map[string]storage.ReplayRecord{},
