@@ -490,3 +490,32 @@ func TestMFAGoOIDCReadsACR(t *testing.T) {
 		t.Fatalf("UserInfo acr %q (%v)", uc.ACR, err)
 	}
 }
+
+// Removing the authenticator app on /account needs a current code; new
+// recovery codes replace the old ones.
+func TestMFAAccountRemoveAndRegenerate(t *testing.T) {
+	h, clk := newMFAHarness(t, "memory")
+	b := newBrowser(t)
+	h.tokensFor(t, b, testUser, testPassword)
+	secret, codes := h.setUpTOTP(t, b, clk)
+	acct := get(t, b, h.srv.URL+"/account")
+	if !strings.Contains(acct.body, "Recovery codes left: 10") {
+		t.Fatalf("account page: %s", acct.body)
+	}
+	p := h.postPage(t, b, acct, "/account/mfa", url.Values{"step": {"regenerate"}})
+	fresh := codeRe.FindAllStringSubmatch(p.body, -1)
+	if p.status != 200 || len(fresh) != 10 || fresh[0][1] == codes[0] {
+		t.Fatalf("new recovery codes: %d %s", p.status, p.body)
+	}
+	if r := h.postPage(t, b, acct, "/account/mfa", url.Values{"step": {"remove"}, "otp": {codes[1]}}); r.status != http.StatusUnauthorized {
+		t.Fatalf("removal with a replaced recovery code: %d", r.status)
+	}
+	if r := h.postPage(t, b, acct, "/account/mfa", url.Values{"step": {"remove"}}); r.status != http.StatusUnauthorized {
+		t.Fatalf("removal without a code: %d", r.status)
+	}
+	clk.advance(30 * time.Second)
+	r := h.postPage(t, b, acct, "/account/mfa", url.Values{"step": {"remove"}, "otp": {totpCode(t, clk, secret)}})
+	if r.status != 200 || !strings.Contains(r.body, "Authenticator app removed.") || !strings.Contains(r.body, "Set up an authenticator app") {
+		t.Fatalf("removal: %d %s", r.status, r.body)
+	}
+}
