@@ -19,6 +19,57 @@ var logoutCases = []testCase{
 	{"LogoutConcurrentClaims", testLogoutConcurrentClaims},
 	{"LogoutNoteRacesSessionEnd", testLogoutNoteRace},
 	{"LogoutOnConsentWithdrawn", testLogoutConsent},
+	{"TrimSessions", testTrimSessions},
+}
+
+// testTrimSessions: the sessions beyond the newest keep end (oldest
+// first), their apps are told, other users' sessions stay, and racing
+// trims leave exactly keep.
+func testTrimSessions(t *testing.T, s Store) {
+	ctx := t.Context()
+	logoutClient(t, s, "rp-trim", "https://trim.example/logout")
+	u := mustUser(t, s, "trim-user")
+	other := mustUser(t, s, "trim-other")
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	for i := range 6 {
+		at := base.Add(time.Duration(i) * time.Second)
+		noErr(t, "CreateSession", s.CreateSession(ctx, &storage.Session{ID: fmt.Sprintf("trim-%d", i), Subject: u.Subject, AuthTime: at,
+			AMR: []string{"pwd"}, IdleExpiresAt: base.Add(time.Hour), ExpiresAt: base.Add(2 * time.Hour), CreatedAt: at, LastSeenAt: at}))
+	}
+	logoutSession(t, s, other, "trim-other-s")
+	noErr(t, "Note", s.NoteSessionClient(ctx, "trim-0", "rp-trim"))
+	n, err := s.TrimSessions(ctx, u.Subject, 4)
+	noErr(t, "TrimSessions", err)
+	if n != 2 {
+		t.Fatalf("TrimSessions ended %d, want 2", n)
+	}
+	for i, want := range []bool{false, false, true, true, true, true} {
+		_, err := s.GetSession(ctx, fmt.Sprintf("trim-%d", i), base)
+		if got := err == nil; got != want {
+			t.Errorf("session trim-%d alive=%v, want %v (the oldest end first)", i, got, want)
+		}
+	}
+	if _, err := s.GetSession(ctx, "trim-other-s", base); err != nil {
+		t.Errorf("another user's session ended: %v", err)
+	}
+	if ds := deliveries(t, s); len(ds) != 1 || ds[0].SID != "trim-0" || ds[0].ClientID != "rp-trim" {
+		t.Errorf("deliveries after the trim: %+v, want rp-trim told for trim-0", ds)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.TrimSessions(ctx, u.Subject, 1)
+			noErr(t, "racing TrimSessions", err)
+		}()
+	}
+	wg.Wait()
+	ss, err := s.ListSessions(ctx, u.Subject, base)
+	noErr(t, "ListSessions", err)
+	if len(ss) != 1 || ss[0].ID != "trim-5" {
+		t.Fatalf("after racing trims to 1: %d sessions, want the newest", len(ss))
+	}
 }
 
 // testLogoutConsent: withdrawing a consent signs the app out of every
