@@ -21,6 +21,8 @@ var rfc6749AuthorizeErrors = map[string]bool{
 	"invalid_request": true, "unauthorized_client": true, "access_denied": true,
 	"unsupported_response_type": true, "invalid_scope": true, "server_error": true,
 	"temporarily_unavailable": true, "login_required": true, "consent_required": true, "interaction_required": true,
+	// OpenID Connect Core §3.1.2.6, for request objects.
+	"request_not_supported": true, "request_uri_not_supported": true,
 }
 
 var pageDetailRe = regexp.MustCompile(`(?s)<p class="detail">(.*?)</p>`)
@@ -139,7 +141,8 @@ func TestAuthorizeErrorDescriptions(t *testing.T) {
 		{"prompt none with login", getURL(with(h, "prompt", "none login")), "invalid_request"},
 		{"max_age negative", getURL(with(h, "max_age", "-1")), "invalid_request"},
 		{"id_token_hint not ours", getURL(with(h, "id_token_hint", "eyJhbGciOiJub25lIn0.e30."+hostile)), "invalid_request"},
-		{"request object", getURL(with(h, "request", "eyJhbGciOiJub25lIn0.e30.")), ""},
+		{"request object", getURL(with(h, "request", "eyJhbGciOiJub25lIn0.e30.")), "request_not_supported"},
+		{"request_uri not from PAR", getURL(with(h, "request_uri", "https://client.example/r"+hostile)), "request_uri_not_supported"},
 		{"PAR required by the server", getURL(with(parH)), "invalid_request"},
 		{"request_uri unknown", getURL(h.parAuthURL(publicClient, "urn:ietf:params:oauth:request_uri:"+hostile)), ""},
 		{"request_uri expired", func(t *testing.T) page {

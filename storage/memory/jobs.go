@@ -23,6 +23,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
 	storage.CleanupSessions,
+	storage.CleanupLogoutDeliveries,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -62,6 +63,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupLogoutDeliveries:
+		return s.deleteFinishedLogouts(ctx, before, limit), nil
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {
