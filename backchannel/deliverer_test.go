@@ -44,7 +44,7 @@ func TestFanOutTwelveApps(t *testing.T) {
 				if n == 1 { // acted (the receipt is recorded), then too slow to answer
 					select {
 					case <-r.Context().Done():
-					case <-time.After(3 * time.Second):
+					case <-time.After(4 * time.Second):
 					}
 				}
 				w.WriteHeader(http.StatusOK)
@@ -92,7 +92,7 @@ func TestFanOutTwelveApps(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for w := range 3 {
-		d := h.deliverer(fmt.Sprintf("w%d", w), nil, backchannel.Config{Metrics: m, Audit: audit, Timeout: 400 * time.Millisecond,
+		d := h.deliverer(fmt.Sprintf("w%d", w), nil, backchannel.Config{Metrics: m, Audit: audit, Timeout: time.Second,
 			GiveUp: 3 * time.Second, Concurrency: 4, Poll: 50 * time.Millisecond,
 			Backoff: func(int) time.Duration { return 300 * time.Millisecond }})
 		wg.Add(1)
@@ -166,7 +166,7 @@ func TestSignOutDoesNotWait(t *testing.T) {
 	for i := range 3 {
 		app := fmt.Sprintf("slow-%d", i)
 		rc := h.receiver(app, func(w http.ResponseWriter, r *http.Request, _ int) {
-			time.Sleep(time.Second)
+			time.Sleep(3 * time.Second)
 			w.WriteHeader(http.StatusOK)
 		})
 		h.addApp(app, rc.srv.URL+"/bc")
@@ -183,11 +183,11 @@ func TestSignOutDoesNotWait(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	took := h.signOut(b)
-	if took > 500*time.Millisecond {
-		t.Errorf("the sign-out page took %v with receivers sleeping 1s: it waited for a delivery", took)
+	if took > 2*time.Second {
+		t.Errorf("the sign-out page took %v with receivers sleeping 3s: it waited for a delivery", took)
 	}
 	// The first attempt is made within 10 s of the sign-out (issue 29).
-	h.waitSettled(10 * time.Second)
+	h.waitSettled(15 * time.Second)
 	for _, rc := range rcv {
 		if got := rc.receipts(); len(got) != 1 {
 			t.Errorf("%s received %d logout tokens, want 1", rc.app, len(got))
