@@ -247,3 +247,52 @@ func TestLostLeaseStops(t *testing.T) {
 		t.Errorf("authd_backchannel_leases_lost_total = %v, want 1", lost)
 	}
 }
+
+// TestFailingAppDoesNotHoldUpOthers: twenty sessions each noted by a dead
+// app and a good one end at once (40 rows, interleaved); one Deliverer
+// with 4 slots. After the dead app's first timeouts its rows wait out their
+// back-off and are not claimed by this process meanwhile, so the good
+// app's twenty are delivered long before the dead app's rows would have
+// let them through one slot at a time.
+func TestFailingAppDoesNotHoldUpOthers(t *testing.T) {
+	h := newHarness(t)
+	dead := h.receiver("rp-dead", func(w http.ResponseWriter, r *http.Request, _ int) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	})
+	good := h.receiver("rp-good", nil)
+	h.addApp("rp-dead", dead.srv.URL+"/bc")
+	h.addApp("rp-good", good.srv.URL+"/bc")
+	now := time.Now().UTC()
+	for i := range 20 {
+		sid := fmt.Sprintf("s-%02d", i)
+		if err := h.store.CreateSession(t.Context(), &storage.Session{ID: sid, Subject: h.sub, AuthTime: now,
+			IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, app := range []string{"rp-dead", "rp-good"} {
+			if err := h.store.NoteSessionClient(t.Context(), sid, app); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := h.store.EndSessions(t.Context(), h.sub); err != nil {
+		t.Fatal(err)
+	}
+	d := h.deliverer("w", prometheus.NewRegistry(), backchannel.Config{Timeout: time.Second, Concurrency: 4,
+		Poll: 20 * time.Millisecond, Backoff: func(int) time.Duration { return 5 * time.Second }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	for len(good.receipts()) < 20 {
+		if time.Since(start) > 4*time.Second {
+			t.Fatalf("after %v the good app has %d of its 20 logouts: the dead app holds the slots", time.Since(start), len(good.receipts()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the good app's 20 logouts took %v (the dead app's timeout is 1s)", time.Since(start))
+}
