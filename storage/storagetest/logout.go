@@ -20,6 +20,7 @@ var logoutCases = []testCase{
 	{"LogoutNoteRacesSessionEnd", testLogoutNoteRace},
 	{"LogoutOnConsentWithdrawn", testLogoutConsent},
 	{"TrimSessions", testTrimSessions},
+	{"LogoutEndWaitsForNote", testLogoutEndWaits},
 }
 
 // testTrimSessions: the sessions beyond the newest keep end (oldest
@@ -69,6 +70,29 @@ func testTrimSessions(t *testing.T, s Store) {
 	noErr(t, "ListSessions", err)
 	if len(ss) != 1 || ss[0].ID != "trim-5" {
 		t.Fatalf("after racing trims to 1: %d sessions, want the newest", len(ss))
+	}
+}
+
+// testLogoutEndWaits: a session's end that meets a code's transaction
+// holding the session (TouchSession, NoteSessionClient, not yet
+// committed) waits for it, and tells the client it noted.
+func testLogoutEndWaits(t *testing.T, s Store) {
+	ctx := t.Context()
+	logoutClient(t, s, "rp-x", "https://x.example/logout")
+	u := mustUser(t, s, "bcl-wait")
+	logoutSession(t, s, u, "s1")
+	tx, err := s.BeginTX(ctx)
+	noErr(t, "BeginTX", err)
+	_, err = s.TouchSession(tx, "s1", time.Now(), time.Hour)
+	noErr(t, "TouchSession", err)
+	noErr(t, "NoteSessionClient", s.NoteSessionClient(tx, "s1", "rp-x"))
+	ended := make(chan error, 1)
+	go func() { _, err := s.EndSessions(ctx, u.Subject); ended <- err }()
+	time.Sleep(100 * time.Millisecond) // PostgreSQL: EndSessions waits on the row lock
+	noErr(t, "Commit", s.Commit(tx))
+	noErr(t, "EndSessions", <-ended)
+	if ds := deliveries(t, s); len(ds) != 1 || ds[0].ClientID != "rp-x" {
+		t.Fatalf("deliveries %+v, want one to rp-x: the end did not see the note committed before it", ds)
 	}
 }
 
@@ -344,7 +368,13 @@ func testLogoutNoteRace(t *testing.T, s Store) {
 			defer wg.Done()
 			<-start
 			id := fmt.Sprintf("rp-%02d", i)
-			tx, err := s.BeginTX(ctx)
+			// Half as the authorization endpoint does it: a deferred
+			// transaction whose writes go with COMMIT.
+			begin := s.BeginTX
+			if i%2 == 1 {
+				begin = s.BeginDeferredTX
+			}
+			tx, err := begin(ctx)
 			if err != nil {
 				t.Error(err)
 				return
@@ -377,6 +407,7 @@ func testLogoutNoteRace(t *testing.T, s Store) {
 	for _, d := range deliveries(t, s) {
 		got[d.ClientID] = true
 	}
+	t.Logf("%d of %d code transactions committed before or around the session's end", len(committed), n)
 	for id := range committed {
 		if !got[id] {
 			t.Errorf("client %s noted in a committed transaction got no delivery (%d committed, %d delivered)", id, len(committed), len(got))
