@@ -18,6 +18,9 @@ import (
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
 	"golang.org/x/oauth2"
+
+	"github.com/authd/authd/limits"
+	"github.com/authd/authd/oauth"
 )
 
 // The second factor through the real pages (issue 27): set-up on the
@@ -517,5 +520,32 @@ func TestMFAAccountRemoveAndRegenerate(t *testing.T) {
 	r := h.postPage(t, b, acct, "/account/mfa", url.Values{"step": {"remove"}, "otp": {totpCode(t, clk, secret)}})
 	if r.status != 200 || !strings.Contains(r.body, "Authenticator app removed.") || !strings.Contains(r.body, "Set up an authenticator app") {
 		t.Fatalf("removal: %d %s", r.status, r.body)
+	}
+}
+
+// The per-session bound alone: with a loose per-user budget, a session's
+// fifth failure blocks that session, not a new one.
+func TestMFAAttemptsPerSession(t *testing.T) {
+	clk := &testClock{}
+	h := newHarness(t, harnessOpts{backend: "memory", now: clk.now, cfg: func(c *oauth.Config) {
+		c.FactorLimits.PerUser = limits.Rate{PerSecond: 1, Burst: 100}
+	}})
+	b := newBrowser(t)
+	h.tokensFor(t, b, testUser, testPassword)
+	h.setUpTOTP(t, b, clk)
+	b2 := newBrowser(t)
+	p, _ := h.passwordThenFactor(t, b2)
+	for i := range 5 {
+		if r := submit(t, b2, h.srv.URL, p, url.Values{"step": {"factor"}, "otp": {"99999x"}}); r.status != http.StatusUnauthorized {
+			t.Fatalf("wrong code %d: %d", i, r.status)
+		}
+	}
+	if r := submit(t, b2, h.srv.URL, p, url.Values{"step": {"factor"}, "otp": {"99999x"}}); r.status != http.StatusTooManyRequests || !strings.Contains(r.body, "Try again in") {
+		t.Fatalf("sixth attempt in one session: %d", r.status)
+	}
+	b3 := newBrowser(t)
+	p, _ = h.passwordThenFactor(t, b3)
+	if r := submit(t, b3, h.srv.URL, p, url.Values{"step": {"factor"}, "otp": {"99999x"}}); r.status != http.StatusUnauthorized {
+		t.Fatalf("another session: %d", r.status)
 	}
 }
