@@ -281,7 +281,12 @@ func TestMFAStepUp(t *testing.T) {
 	clk.advance(30 * time.Second)
 
 	acr := oauth2.SetAuthURLParam("acr_values", "urn:authd:acr:2fa")
-	p, _ := h.startAuth(t, old, acr, oauth2.SetAuthURLParam("prompt", "none"))
+	// Setting up raised the session it was done in to two factors.
+	p, _ := h.startAuth(t, b, acr, oauth2.SetAuthURLParam("prompt", "none"))
+	if p.loc == nil || strings.Contains(p.loc.Query().Get("error_description"), "second factor") {
+		t.Fatalf("the set-up's own session is not at two factors: %v", p.loc)
+	}
+	p, _ = h.startAuth(t, old, acr, oauth2.SetAuthURLParam("prompt", "none"))
 	if p.loc == nil || p.loc.Query().Get("error") != "interaction_required" {
 		t.Fatalf("prompt=none with an unmet acr: %d %v", p.status, p.loc)
 	}
