@@ -36,6 +36,8 @@ type MFA interface {
 	Has(ctx context.Context, subject string) (bool, error)
 	Check(ctx context.Context, subject, code string) (totp.Kind, error)
 	Required(ctx context.Context, subject string) (bool, error)
+	// State is Has and Required in one read.
+	State(ctx context.Context, subject string) (has, required bool, err error)
 	RegenerateCodes(ctx context.Context, subject string) ([]string, error)
 	RecoveryCodesLeft(ctx context.Context, subject string) (int, error)
 	Remove(ctx context.Context, subject, reason string) (bool, error)
@@ -66,6 +68,11 @@ const (
 // mfaAMR is RFC 8176 §2's "mfa": more than one factor.
 const mfaAMR = "mfa"
 
+// mfaFactor is the name of the factor over Deps.MFA (signin/otp.Name):
+// the decision reads it with the requirement in one query (MFA.State)
+// instead of asking its Has.
+const mfaFactor = "otp"
+
 // factorNeed is the level of the session the request needs (acr.go), and
 // whether the user must be asked a second factor: the request asks for
 // two factors (acr_values, claims), the client requires them
@@ -89,17 +96,29 @@ func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 		return true, false
 	}
 	ctx := a.r.Context()
-	has, err := s.userFactors(ctx, a)
-	if err != nil || len(has) > 0 {
-		return true, false
-	}
 	if s.mfa != nil {
-		req, err := s.mfa.Required(ctx, a.cur.user.Subject)
+		has, req, err := s.mfa.State(ctx, a.cur.user.Subject)
 		if err != nil {
-			s.log.Error("read mfa requirement", "error", err)
+			s.log.Error("read second factor", "error", err)
 			return true, false
 		}
-		return req, false
+		if has || req {
+			return true, false
+		}
+	}
+	// The other factors (a passkey's), each asked.
+	for _, f := range s.factors {
+		if s.mfa != nil && f.Name() == mfaFactor {
+			continue
+		}
+		ok, err := f.Has(ctx, a.cur.user)
+		if err != nil {
+			s.log.Error("read factor", "factor", f.Name(), "error", err)
+			return true, false
+		}
+		if ok {
+			return true, false
+		}
 	}
 	return false, false
 }

@@ -60,6 +60,10 @@ type FactorStore interface {
 	SetMFARequired(ctx context.Context, subject string, required bool, now time.Time) error
 	// MFARequired reports whether an operator requires it.
 	MFARequired(ctx context.Context, subject string) (bool, error)
+	// FactorState reports, in one read, whether subject has a confirmed
+	// TOTP and whether an operator requires a second factor: what every
+	// authorization request of a one-factor session asks.
+	FactorState(ctx context.Context, subject string) (hasTOTP, required bool, err error)
 	// RaiseSession adds amr values to the session with this ID if it is
 	// valid at now, and sets its auth_time to authTime (a factor proven
 	// now is an authentication, OpenID Connect Core §2 auth_time), in one

@@ -310,6 +310,16 @@ func (s *Service) Required(ctx context.Context, subject string) (bool, error) {
 	return s.store.MFARequired(ctx, subject)
 }
 
+// State reports, in one read, whether the user has a confirmed
+// authenticator app and whether an operator requires a second factor.
+func (s *Service) State(ctx context.Context, subject string) (has, required bool, err error) {
+	has, required, err = s.store.FactorState(ctx, subject)
+	if err != nil {
+		return false, false, fmt.Errorf("totp: state: %w", err)
+	}
+	return has, required, nil
+}
+
 // SetRequired records whether an operator requires it.
 func (s *Service) SetRequired(ctx context.Context, subject string, required bool) error {
 	if err := s.store.SetMFARequired(ctx, subject, required, s.opts.Now()); err != nil {

@@ -227,6 +227,16 @@ func (s *Store) MFARequired(_ context.Context, subject string) (bool, error) {
 	return req, nil
 }
 
+// FactorState implements storage.FactorStore.
+func (s *Store) FactorState(_ context.Context, subject string) (hasTOTP, required bool, err error) {
+	s.tx(func() {
+		f := s.factors()
+		hasTOTP = f.totp[subject].Confirmed
+		required = f.required[subject]
+	})
+	return hasTOTP, required, nil
+}
+
 // RaiseSession implements storage.FactorStore.
 func (s *Store) RaiseSession(ctx context.Context, id string, amr []string, authTime, now time.Time) (*storage.Session, error) {
 	var out *storage.Session

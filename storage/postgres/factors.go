@@ -158,6 +158,14 @@ func (s *Store) MFARequired(ctx context.Context, subject string) (bool, error) {
 	return req, translate("mfa required", err)
 }
 
+// FactorState implements storage.FactorStore: one round trip.
+func (s *Store) FactorState(ctx context.Context, subject string) (hasTOTP, required bool, err error) {
+	err = s.q(ctx).QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM totp_factors WHERE subject = $1 AND confirmed_at IS NOT NULL),
+		EXISTS (SELECT 1 FROM mfa_required_users WHERE subject = $1)`, subject).Scan(&hasTOTP, &required)
+	return hasTOTP, required, translate("factor state", err)
+}
+
 // RaiseSession implements storage.FactorStore: one conditional UPDATE of
 // a valid session of an enabled user.
 func (s *Store) RaiseSession(ctx context.Context, id string, amr []string, authTime, now time.Time) (*storage.Session, error) {

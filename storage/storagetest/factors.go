@@ -130,6 +130,17 @@ func testMFARequired(t *testing.T, s Store) {
 		if got, err := s.MFARequired(ctx, u.Subject); err != nil || got != want {
 			t.Fatalf("MFARequired = %v, %v; want %v", got, err, want)
 		}
+		if has, req, err := s.FactorState(ctx, u.Subject); err != nil || has || req != want {
+			t.Fatalf("FactorState = %v, %v, %v; want false, %v", has, req, err, want)
+		}
+	}
+	noErr(t, "PutPendingTOTP", s.PutPendingTOTP(ctx, u.Subject, []byte("x"), time.Now()))
+	if has, _, _ := s.FactorState(ctx, u.Subject); has {
+		t.Fatal("FactorState counts an unconfirmed TOTP")
+	}
+	noErr(t, "ConfirmTOTP", s.ConfirmTOTP(ctx, u.Subject, 1, nil, time.Now()))
+	if has, req, err := s.FactorState(ctx, u.Subject); err != nil || !has || !req {
+		t.Fatalf("FactorState = %v, %v, %v; want true, true", has, req, err)
 	}
 }
 
