@@ -290,6 +290,16 @@ func TestMFAStepUp(t *testing.T) {
 	if p.loc == nil || p.loc.Query().Get("error") != "interaction_required" {
 		t.Fatalf("prompt=none with an unmet acr: %d %v", p.status, p.loc)
 	}
+	// The claims parameter's essential acr (Core §5.5.1.1) asks the same.
+	claims := oauth2.SetAuthURLParam("claims", `{"id_token":{"acr":{"essential":true,"values":["urn:authd:acr:2fa"]}}}`)
+	p, _ = h.startAuth(t, old, claims, oauth2.SetAuthURLParam("prompt", "none"))
+	if p.loc == nil || p.loc.Query().Get("error") != "interaction_required" {
+		t.Fatalf("prompt=none with an unmet essential acr claim: %d %v", p.status, p.loc)
+	}
+	p, _ = h.startAuth(t, old, oauth2.SetAuthURLParam("claims", "not json"))
+	if p.loc == nil || p.loc.Query().Get("error") != "invalid_request" {
+		t.Fatalf("claims that are not JSON: %d %v", p.status, p.loc)
+	}
 	p, verifier := h.startAuth(t, old, acr)
 	if !strings.Contains(p.body, `name="otp"`) || strings.Contains(p.body, `name="password"`) {
 		t.Fatalf("step-up shows more than the second factor: %d %s", p.status, p.body)
