@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base32"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 const secret = "test-secret-0123456789-0123456789-abcdef"
 
 type fixture struct {
+	log   bytes.Buffer
 	svc   *totp.Service
 	store *memory.Store
 	sub   string
@@ -33,7 +36,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.sub = u.Subject
-	svc, err := totp.New(f.store, totp.Options{Secret: []byte(secret), Issuer: "example.com", Now: func() time.Time { return f.now }})
+	svc, err := totp.New(f.store, totp.Options{Secret: []byte(secret), Issuer: "example.com", Now: func() time.Time { return f.now },
+		Logger: slog.New(slog.NewTextHandler(&f.log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +104,16 @@ func TestSetUpSealedAndSingleUse(t *testing.T) {
 	}
 	if _, err := f.svc.RegenerateCodes(ctx, f.sub); err != nil {
 		t.Fatal(err)
+	}
+	// Audit events, never a code or the secret.
+	log := f.log.String()
+	for _, ev := range []string{"event=mfa.setup", "event=mfa.recovery_code_used", "event=mfa.recovery_codes_regenerated"} {
+		if !strings.Contains(log, ev) {
+			t.Errorf("no %s in the audit log:\n%s", ev, log)
+		}
+	}
+	if strings.Contains(log, codes[0]) || strings.Contains(log, e.Secret) || strings.Contains(log, codes[0][:5]) {
+		t.Errorf("the audit log holds a code or the secret:\n%s", log)
 	}
 	if _, err := f.svc.Check(ctx, f.sub, codes[1]); !errors.Is(err, totp.ErrInvalidCode) {
 		t.Fatalf("an old recovery code after regeneration: %v", err)
