@@ -58,6 +58,7 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
+	s.passkeyRoutes(r, html) // passkeys.go
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}

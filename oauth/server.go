@@ -54,6 +54,7 @@ type Server struct {
 	clientLimit *clientLimiter
 	adminTokens adminTokens // for introspection
 	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
+	passkeys    Passkeys    // the account page's passkeys (MountPasskeys); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
