@@ -85,5 +85,12 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		return nil, nil, usagef("%v", err)
 	}
 	srv.MountAdmin(admin)
+	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log) // passkeys.go
+	if err != nil {
+		return nil, nil, err
+	}
+	if passkeys != nil {
+		srv.MountPasskeys(passkeys)
+	}
 	return srv, keys, nil
 }

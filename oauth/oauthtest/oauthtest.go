@@ -15,6 +15,7 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/passkey"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signing"
@@ -45,6 +46,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		deps.Passwords = password.New(password.Options{})
 	}
 	deps.Metrics = oauth.NewMetrics()
+	raw := backend
 	if sv.ClientCacheTTL > 0 {
 		backend = storage.NewCachingStore(backend, sv.ClientCacheTTL)
 	}
@@ -87,6 +89,21 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 			return nil, err
 		}
 		srv.MountAdmin(api)
+	}
+	// Passkeys, as serve builds them (cmd/authd/passkeys.go): on for a
+	// domain-name issuer (http://localhost:PORT in the browser tests), off
+	// for an IP address.
+	if rp, err := passkey.Configure(passkey.Settings{Issuer: cfg.Issuer}); err == nil && rp.Enabled {
+		if ps, ok := raw.(storage.PasskeyStore); ok {
+			pk, err := passkey.New(rp, struct {
+				storage.PasskeyStore
+				revocation.Store
+			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now})
+			if err != nil {
+				return nil, err
+			}
+			srv.MountPasskeys(pk)
+		}
 	}
 	return srv, nil
 }
