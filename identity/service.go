@@ -339,9 +339,9 @@ func (s *Service) Delete(ctx context.Context, username string) (User, error) {
 func (s *Service) Authenticate(ctx context.Context, username, pass string) (User, error) {
 	hash := s.decoy
 	u, lookupErr := s.lookup(ctx, username)
-	if lookupErr == nil {
+	if lookupErr == nil && len(u.PasswordHash) > 0 { // none: a passkey-only user, checked against the decoy
 		hash = u.PasswordHash
-	} else if !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
+	} else if lookupErr != nil && !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
 		return User{}, lookupErr
 	}
 	p, perr := precis.OpaqueString.String(pass)
@@ -356,7 +356,7 @@ func (s *Service) Authenticate(ctx context.Context, username, pass string) (User
 		s.opts.Logger.WarnContext(ctx, "stored password hash is not usable; the user cannot sign in until a new password is set",
 			"sub", u.Subject, "error", verr)
 	}
-	if lookupErr != nil || perr != nil || verr != nil || u.Disabled {
+	if lookupErr != nil || perr != nil || verr != nil || u.Disabled || len(u.PasswordHash) == 0 {
 		return User{}, ErrInvalidCredentials
 	}
 	if s.opts.Passwords.NeedsRehash(hash) {

@@ -16,8 +16,11 @@ import (
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/passkey"
+	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
@@ -28,6 +31,10 @@ type Services struct {
 	ClientCacheTTL time.Duration    // the client cache (0: off)
 	DPoPNonceOff   bool             // DPoP proofs need no server nonce
 	DPoPReplay     dpop.ReplayStore // the DPoP jti store (nil: in memory)
+	// Methods builds the sign-in methods over the identity service and
+	// the password method serve registers (Deps.Methods); nil: that
+	// password method alone. Ignored when deps.Methods is set.
+	Methods func(people *identity.Service, password signin.Method) []signin.Method
 }
 
 // NewServer is the tests' oauth.New: deps.Store is the backend (a
@@ -58,6 +65,31 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	people := identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
 		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
 	deps.People = people
+	// Passkeys, as serve builds them (cmd/authd/passkeys.go): on for a
+	// domain-name issuer (http://localhost:PORT in the browser tests), off
+	// for an IP address.
+	var pk *passkey.Service
+	if rp, err := passkey.Configure(passkey.Settings{Issuer: cfg.Issuer}); err == nil && rp.Enabled {
+		if ps, ok := raw.(storage.PasskeyStore); ok {
+			pk, err = passkey.New(rp, struct {
+				storage.PasskeyStore
+				revocation.Store
+			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(deps.Methods) == 0 {
+		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Logger: deps.Logger, Now: deps.Now})
+		deps.Methods = []signin.Method{pw}
+		if pk != nil {
+			deps.Methods = append(deps.Methods, passkeyweb.New(pk))
+		}
+		if sv.Methods != nil {
+			deps.Methods = sv.Methods(people, pw)
+		}
+	}
 	keys, err := signing.New(backend, signing.Config{Secret: cfg.Secret, TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger})
 	if err != nil {
 		return nil, err
@@ -90,20 +122,8 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		}
 		srv.MountAdmin(api)
 	}
-	// Passkeys, as serve builds them (cmd/authd/passkeys.go): on for a
-	// domain-name issuer (http://localhost:PORT in the browser tests), off
-	// for an IP address.
-	if rp, err := passkey.Configure(passkey.Settings{Issuer: cfg.Issuer}); err == nil && rp.Enabled {
-		if ps, ok := raw.(storage.PasskeyStore); ok {
-			pk, err := passkey.New(rp, struct {
-				storage.PasskeyStore
-				revocation.Store
-			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now})
-			if err != nil {
-				return nil, err
-			}
-			srv.MountPasskeys(pk)
-		}
+	if pk != nil {
+		srv.MountPasskeys(pk)
 	}
 	return srv, nil
 }
