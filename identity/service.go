@@ -105,6 +105,10 @@ type NewUser struct {
 	Email         string `json:"email,omitempty"`
 	EmailVerified bool   `json:"email_verified,omitempty"`
 	Name          string `json:"name,omitempty"`
+	// NoPassword creates a user without a password (a passkey-only user,
+	// who enrols through a passkey-link; the admin API's
+	// "password": null); Password must then be empty.
+	NoPassword bool `json:"no_password,omitempty"`
 }
 
 // Add creates a user with a new random subject. Errors: ErrInvalidUsername,
@@ -114,9 +118,14 @@ func (s *Service) Add(ctx context.Context, in NewUser) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	hash, err := s.hash(ctx, in.Password)
-	if err != nil {
-		return User{}, err
+	var hash []byte
+	switch {
+	case in.NoPassword && in.Password != "":
+		return User{}, fmt.Errorf("%w: a password was given for a user without one", ErrInvalidPassword)
+	case !in.NoPassword:
+		if hash, err = s.hash(ctx, in.Password); err != nil {
+			return User{}, err
+		}
 	}
 	if err := checkProfile(in.Email, in.Name); err != nil {
 		return User{}, err

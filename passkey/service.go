@@ -28,6 +28,7 @@ import (
 // password drops the replay cache's entries too.
 type Store interface {
 	storage.PasskeyStore
+	GetUser(ctx context.Context, username string) (*storage.User, error)
 	GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
 	RevokeSubject(ctx context.Context, subject string) error
 	fositestorage.Transactional

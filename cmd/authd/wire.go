@@ -94,7 +94,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Logger: log})
+		Store: revoking, People: people, Passkeys: passkeys, Logger: log})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
