@@ -139,8 +139,10 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	}
 	errs.add(c.people.validate())
 	errs.add(c.keys.validate())
-	if _, err := c.passkeys.relyingParty(c.Issuer, c.Addr); err != nil {
-		errs.add(err)
+	if u, err := url.Parse(c.Issuer); c.Issuer == "" || (err == nil && u.Host != "") { // else AUTHD_ISSUER's error says it
+		if _, err := c.passkeys.relyingParty(c.Issuer, c.Addr); err != nil {
+			errs.add(err)
+		}
 	}
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
