@@ -44,6 +44,7 @@ create table passkey_links (
     subject     text not null references users (subject) on delete cascade,
     expires_at  timestamptz not null
 );
+create index passkey_links_expires_idx on passkey_links (expires_at);
 
 ---- create above / drop below ----
 

@@ -194,6 +194,11 @@ const (
 	// CleanupReplayRecords deletes durable replay records whose window
 	// closed (docs/architecture.md, "The exchange").
 	CleanupReplayRecords = "replay_records"
+	// CleanupPasskeyCeremonies deletes passkey ceremonies never answered
+	// (a sign-in page's autofill request, a closed tab) once expired.
+	CleanupPasskeyCeremonies = "passkey_ceremonies"
+	// CleanupPasskeyLinks deletes enrolment links that expired unused.
+	CleanupPasskeyLinks = "passkey_links"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

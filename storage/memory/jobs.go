@@ -22,6 +22,8 @@ var memoryCleanupKinds = []string{
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
+	storage.CleanupPasskeyCeremonies,
+	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
 }
 
@@ -62,6 +64,10 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupPasskeyCeremonies:
+		return s.DeleteExpiredCeremonies(ctx, before, limit)
+	case storage.CleanupPasskeyLinks:
+		return s.deleteExpiredLinks(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

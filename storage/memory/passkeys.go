@@ -338,3 +338,22 @@ func (s *Store) TakePasskeyLink(ctx context.Context, tokenHash []byte, now time.
 	}
 	return l.subject, nil
 }
+
+// deleteExpiredLinks deletes up to limit links expired at before.
+func (s *Store) deleteExpiredLinks(ctx context.Context, before time.Time, limit int) (int, error) {
+	n := 0
+	s.tx(func() {
+		t := s.pk()
+		for h, l := range t.links {
+			if n == limit {
+				return
+			}
+			if l.expires.Before(before) {
+				delete(t.links, h)
+				s.record(ctx, func() { t.links[h] = l })
+				n++
+			}
+		}
+	})
+	return n, nil
+}
