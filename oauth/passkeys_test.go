@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/passkey"
+	"github.com/authd/authd/passkey/passkeytest"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 )
@@ -135,5 +137,87 @@ func TestPasskeyEndpointsRefuse(t *testing.T) {
 		t.Errorf("cross-site sign-in options: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestPasskeySignInPage posts assertions to the login form as the page's
+// script does: a refused one (user verification off) is the login page
+// with its message and no session; an accepted one is a code; the same
+// accepted one posted again (a double submit, a replay) is refused and
+// starts no second session.
+func TestPasskeySignInPage(t *testing.T) {
+	var issuer string
+	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) {
+		c.Issuer = strings.Replace(c.Issuer, "127.0.0.1", "localhost", 1)
+		issuer = c.Issuer
+	}})
+	alice, err := h.store.GetUser(t.Context(), testUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := passkey.Configure(passkey.Settings{Issuer: issuer})
+	svc, err := passkey.New(rp, struct {
+		storage.PasskeyStore
+		storage.Store
+	}{h.store.(storage.PasskeyStore), h.store}, passkey.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &passkeytest.Authenticator{Origin: issuer}
+	opts, _ := svc.BeginEnrol(t.Context(), alice.Subject, "s")
+	cred, answer, _ := a.Create(opts)
+	if _, err := svc.FinishEnrol(t.Context(), alice.Subject, "s", "", answer); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newBrowser(t)
+	login := get(t, b, h.authURL(publicClient, publicRedirect))
+	if !strings.Contains(login.body, "Sign in with a passkey") || !strings.Contains(login.body, `name="password"`) {
+		t.Fatalf("login page without both methods: %s", login.body)
+	}
+	csrf := csrfRe.FindStringSubmatch(login.body)[1]
+	assertion := func(flags byte) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/signin/passkey/options", nil)
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("options: %d %s", resp.StatusCode, opts)
+		}
+		a.Flags = flags
+		answer, err := a.Get(cred, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(answer)
+	}
+	sessions := func() int {
+		t.Helper()
+		ss, err := h.people().Sessions(t.Context(), testUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ss)
+	}
+	post := func(answer string) page {
+		return submit(t, b, h.srv.URL, login, url.Values{"step": {"login"}, "method": {"passkey"}, "credential": {answer}})
+	}
+
+	refused := post(assertion(passkeytest.FlagUP))
+	if refused.status != http.StatusUnauthorized || !strings.Contains(refused.body, "did not confirm it is you") || sessions() != 0 {
+		t.Fatalf("without user verification: %d, %d sessions: %s", refused.status, sessions(), refused.body)
+	}
+	good := assertion(passkeytest.FlagUP | passkeytest.FlagUV)
+	if p := post(good); p.status != http.StatusSeeOther || p.loc == nil || p.loc.Query().Get("code") == "" || sessions() != 1 {
+		t.Fatalf("passkey sign-in: %d %v, %d sessions", p.status, p.loc, sessions())
+	}
+	if p := post(good); p.status != http.StatusBadRequest || !strings.Contains(p.body, "already used") || sessions() != 1 {
+		t.Fatalf("the same assertion again: %d, %d sessions: %s", p.status, sessions(), p.body)
 	}
 }
