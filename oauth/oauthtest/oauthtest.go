@@ -81,7 +81,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		}
 	}
 	if len(deps.Methods) == 0 {
-		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Logger: deps.Logger, Now: deps.Now})
+		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Budgets: deps.Limits, Logger: deps.Logger, Now: deps.Now})
 		deps.Methods = []signin.Method{pw}
 		if pk != nil {
 			deps.Methods = append(deps.Methods, passkeyweb.New(pk))
