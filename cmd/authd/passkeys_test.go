@@ -40,3 +40,9 @@ func TestPasskeySettings(t *testing.T) {
 		t.Fatalf("foreign RP ID: %v", err)
 	}
 }
+
+// otherWarnings counts the warnings in a JSON log other than the one an
+// IP-address issuer always gets ("passkeys are off").
+func otherWarnings(log string) int {
+	return countLines(log, `"level":"WARN"`) - countLines(log, `"level":"WARN"`, "passkeys are off")
+}
