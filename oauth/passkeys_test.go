@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -219,5 +220,109 @@ func TestPasskeySignInPage(t *testing.T) {
 	}
 	if p := post(good); p.status != http.StatusBadRequest || !strings.Contains(p.body, "already used") || sessions() != 1 {
 		t.Fatalf("the same assertion again: %d, %d sessions: %s", p.status, sessions(), p.body)
+	}
+}
+
+// TestAccountPasskeys manages passkeys on the account page over HTTP, as
+// its script and forms do: add one ("Add a passkey"), rename it, remove
+// the password (every session ends), sign in with the passkey, and be
+// refused removing the last way in.
+func TestAccountPasskeys(t *testing.T) {
+	var issuer string
+	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) {
+		c.Issuer = strings.Replace(c.Issuer, "127.0.0.1", "localhost", 1)
+		issuer = c.Issuer
+	}})
+	a := &passkeytest.Authenticator{Origin: issuer}
+	b := newBrowser(t)
+	h.signInAs(t, b, get(t, b, h.authURL(publicClient, publicRedirect)), testUser, testPassword)
+	postJSON := func(path, csrf string, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	csrfOf := func(p page) string {
+		t.Helper()
+		m := csrfRe.FindStringSubmatch(p.body)
+		if m == nil {
+			m = regexp.MustCompile(`data-csrf="([^"]+)"`).FindStringSubmatch(p.body)
+		}
+		if m == nil {
+			t.Fatalf("no CSRF token on %d: %s", p.status, p.body)
+		}
+		return m[1]
+	}
+
+	account := get(t, b, h.srv.URL+"/account")
+	if !strings.Contains(account.body, "Add a passkey") || strings.Contains(account.body, "Remove password") {
+		t.Fatalf("account page before: %s", account.body)
+	}
+	csrf := csrfOf(account)
+	status, opts := postJSON("/account/passkeys/options", csrf, "{}")
+	if status != 200 {
+		t.Fatalf("enrol options: %d %s", status, opts)
+	}
+	cred, answer, err := a.Create(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := postJSON("/account/passkeys", csrf, `{"credential":`+string(answer)+`,"name":"Phone"}`); status != 201 {
+		t.Fatalf("enrol: %d %s", status, body)
+	}
+	// The same answer again: the ceremony is used up, nothing is added.
+	if status, body := postJSON("/account/passkeys", csrf, `{"credential":`+string(answer)+`,"name":"Phone"}`); status != 400 || !strings.Contains(string(body), "already used") {
+		t.Fatalf("enrol again: %d %s", status, body)
+	}
+	account = get(t, b, h.srv.URL+"/account?passkey=added")
+	id := regexp.MustCompile(`name="id" value="([^"]+)"`).FindStringSubmatch(account.body)
+	if id == nil || !strings.Contains(account.body, "Passkey added") || strings.Count(account.body, `name="id"`) != 1 || !strings.Contains(account.body, "Remove password") {
+		t.Fatalf("account page after adding: %s", account.body)
+	}
+	manage := func(fields url.Values) page {
+		t.Helper()
+		fields.Set("csrf_token", csrfOf(account))
+		resp, err := b.PostForm(h.srv.URL+"/account/passkeys/manage", fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readPage(t, resp)
+	}
+	if p := manage(url.Values{"action": {"rename"}, "id": {id[1]}, "name": {"Work phone"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("rename: %d %s", p.status, p.body)
+	}
+	if p := get(t, b, h.srv.URL+"/account?passkey=renamed"); !strings.Contains(p.body, "Work phone") || !strings.Contains(p.body, "Passkey renamed.") {
+		t.Fatalf("after rename: %s", p.body)
+	}
+	if p := manage(url.Values{"action": {"remove-password"}}); p.status != 200 || !strings.Contains(p.body, "every browser is signed out") {
+		t.Fatalf("remove password: %d %s", p.status, p.body)
+	}
+	if p := get(t, b, h.srv.URL+"/account"); !strings.Contains(p.body, "Not signed in") {
+		t.Fatalf("after removing the password the session stays: %s", p.body)
+	}
+
+	// Back in with the passkey; its removal is refused (the last way in).
+	login := get(t, b, h.authURL(publicClient, publicRedirect))
+	status, opts = postJSON("/signin/passkey/options", csrfOf(login), "")
+	if status != 200 {
+		t.Fatalf("sign-in options: %d %s", status, opts)
+	}
+	assertion, _ := a.Get(cred, opts)
+	if p := submit(t, b, h.srv.URL, login, url.Values{"step": {"login"}, "method": {"passkey"}, "credential": {string(assertion)}}); p.status != http.StatusSeeOther {
+		t.Fatalf("passkey sign-in: %d %s", p.status, p.body)
+	}
+	account = get(t, b, h.srv.URL+"/account")
+	if strings.Contains(account.body, "Remove password") {
+		t.Fatalf("a passkey-only account offers to remove its password: %s", account.body)
+	}
+	if p := manage(url.Values{"action": {"remove"}, "id": {id[1]}}); p.status != http.StatusConflict || !strings.Contains(p.body, "last way to sign in") {
+		t.Fatalf("remove the last passkey: %d %s", p.status, p.body)
 	}
 }
