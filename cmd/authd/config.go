@@ -39,6 +39,9 @@ type config struct {
 	keys            keysConfig    // ID token signing keys (keys.go)
 	passkeys        passkeyConfig // passkeys (passkeys.go)
 
+	// backchannel: back-channel logout delivery (backchannel.go).
+	backchannel backchannelConfig
+
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
 	// warnings are what validate found wrong but not invalid; serve logs
@@ -71,6 +74,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.ops.flags(fs)
 	c.people.flags(fs)
 	c.keys.flags(fs)
+	c.backchannel.flags(fs)
 	c.passkeys.flags(fs)
 }
 
@@ -139,6 +143,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	}
 	errs.add(c.people.validate())
 	errs.add(c.keys.validate())
+	errs.add(c.backchannel.validate())
 	if u, err := url.Parse(c.Issuer); c.Issuer == "" || (err == nil && u.Host != "") { // else AUTHD_ISSUER's error says it
 		if _, err := c.passkeys.relyingParty(c.Issuer, c.Addr); err != nil {
 			errs.add(err)

@@ -25,6 +25,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupPasskeyCeremonies,
 	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
+	storage.CleanupLogoutDeliveries,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -64,6 +65,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupLogoutDeliveries:
+		return s.deleteFinishedLogouts(ctx, before, limit), nil
 	case storage.CleanupPasskeyCeremonies:
 		return s.DeleteExpiredCeremonies(ctx, before, limit)
 	case storage.CleanupPasskeyLinks:
