@@ -23,7 +23,7 @@ func newSession(subject string) *fosite.DefaultSession {
 // OpenID Connect and for revocation by session.
 func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
 	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
-		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(),
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(), "amr": bs.AMR,
 	}}
 }
 

@@ -79,6 +79,9 @@ type Store struct {
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).
 	signingKeys []storage.SigningKey
+	// passkeys, their ceremonies and enrolment links (passkeys.go),
+	// created on first use.
+	passkeys passkeyTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.
