@@ -132,8 +132,7 @@ func (s *Server) removeFactor(w http.ResponseWriter, r *http.Request, cur signed
 		s.renderUnavailable(w)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	s.renderAccount(w, r, cur, "Authenticator app removed.")
+	s.renderAccount(w, r, cur, "Authenticator app removed.", "")
 }
 
 // handleAccountMFAQR is GET /account/mfa/qr.png: the signed-in user's

@@ -92,17 +92,7 @@ func authnClaims(ar fosite.Requester) (acr string, amr []string, authTime int64)
 		return "", nil, authTime
 	}
 	acr, _ = s.Extra["acr"].(string)
-	switch v := s.Extra["amr"].(type) {
-	case []string:
-		amr = v
-	case []any:
-		for _, x := range v {
-			if str, ok := x.(string); ok {
-				amr = append(amr, str)
-			}
-		}
-	}
-	return acr, amr, authTime
+	return acr, sessionAMR(ar), authTime
 }
 
 // addAuthnClaims adds them to a JSON answer.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/ory/fosite"
 
@@ -24,7 +23,7 @@ func newSession(subject string) *fosite.DefaultSession {
 // OpenID Connect and for revocation by session.
 func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
 	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
-		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(),
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(), "amr": bs.AMR,
 	}}
 }
 
@@ -53,7 +52,6 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	// OpenID Connect Core §2 acr and amr (RFC 8176), of the session as it
 	// is now (raised by a second factor, factor.go).
 	acrReq, _ := parseACR(ar.GetRequestForm()) // parsed and checked at the request (authnParamsOf)
-	sess.Extra["amr"] = slices.Clone(cur.session.AMR)
 	sess.Extra["acr"] = acrOf(cur.session.AMR, acrReq.values)
 	// OpenID Connect Core §3.1.2.1: the nonce is echoed in the ID token.
 	if n := ar.GetRequestForm().Get("nonce"); n != "" {

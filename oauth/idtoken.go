@@ -100,7 +100,7 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Issuer: x.issuer, Subject: sess.Subject,
 		Audience: []string{req.client.GetID()}, AZP: req.client.GetID(),
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
-		AuthTime: authTime, Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
+		AuthTime: authTime, AMR: sessionAMR(ar), Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
 	c.ACR, c.AMR, _ = authnClaims(ar)
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {

@@ -198,6 +198,11 @@ const (
 	// were delivered or given up before the cutoff (the caller passes now
 	// minus its retention, as for CleanupJobs).
 	CleanupLogoutDeliveries = "logout_deliveries"
+	// CleanupPasskeyCeremonies deletes passkey ceremonies never answered
+	// (a sign-in page's autofill request, a closed tab) once expired.
+	CleanupPasskeyCeremonies = "passkey_ceremonies"
+	// CleanupPasskeyLinks deletes enrolment links that expired unused.
+	CleanupPasskeyLinks = "passkey_links"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

@@ -10,6 +10,7 @@ import (
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
@@ -77,6 +78,13 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	// The sign-in methods, in the login page's order.
 	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
+	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log) // passkeys.go
+	if err != nil {
+		return nil, nil, err
+	}
+	if passkeys != nil {
+		methods = append(methods, passkeyweb.New(passkeys))
+	}
 	deps := oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
 		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()}
 	if _, err := newFactors(revoking, oc, &deps); err != nil {
@@ -90,10 +98,13 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Logger: log})
+		Store: revoking, People: people, Passkeys: passkeys, Logger: log})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	srv.MountAdmin(admin)
+	if passkeys != nil {
+		srv.MountPasskeys(passkeys)
+	}
 	return srv, keys, nil
 }

@@ -22,6 +22,8 @@ var memoryCleanupKinds = []string{
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
+	storage.CleanupPasskeyCeremonies,
+	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
 	storage.CleanupLogoutDeliveries,
 }
@@ -65,6 +67,10 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return s.DeleteExpiredSessions(ctx, before, limit)
 	case storage.CleanupLogoutDeliveries:
 		return s.deleteFinishedLogouts(ctx, before, limit), nil
+	case storage.CleanupPasskeyCeremonies:
+		return s.DeleteExpiredCeremonies(ctx, before, limit)
+	case storage.CleanupPasskeyLinks:
+		return s.deleteExpiredLinks(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -79,6 +79,9 @@ type Store struct {
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).
 	signingKeys []storage.SigningKey
+	// passkeys, their ceremonies and enrolment links (passkeys.go),
+	// created on first use.
+	passkeys passkeyTables
 	// factorT holds second factors (factors.go).
 	factorT factorTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
