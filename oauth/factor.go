@@ -82,10 +82,10 @@ const mfaFactor = "otp"
 func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 	need := max(2, a.authn.acr.need())
 	if need > 2 {
-		// phr needs a passkey factor; none is registered as a factor
-		// yet (the passkey issue's hook): acr_values is voluntary
-		// (Core §3.1.2.1), two factors are asked and the ID token's acr
-		// says what was done.
+		// phr alone: two factors are asked (the page offers the user's
+		// passkey, which gives phr, beside the other factors);
+		// acr_values is voluntary (Core §3.1.2.1) and the ID token's
+		// acr says what was done.
 		need = 2
 	}
 	level := amrLevel(a.cur.session.AMR)

@@ -90,6 +90,10 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	if _, err := newFactors(revoking, oc, &deps); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
+	if passkeys != nil {
+		// A passkey as the second factor after a password (issue 27).
+		deps.Factors = append(deps.Factors, passkeyweb.NewFactor(passkeys))
+	}
 	srv, err = oauth.New(oc, deps)
 	if err != nil {
 		return nil, nil, usagef("%v", err)

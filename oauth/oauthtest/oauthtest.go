@@ -105,6 +105,9 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 			return nil, err
 		}
 		deps.Factors, deps.MFA = []signin.Factor{otp.New(svc)}, svc
+		if pk != nil {
+			deps.Factors = append(deps.Factors, passkeyweb.NewFactor(pk))
+		}
 		if sv.Factors != nil {
 			deps.Factors = sv.Factors(deps.Factors[0])
 		}
