@@ -537,7 +537,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	w.WriteHeader(status)
 	if err := s.pages.Login(w, templates.LoginData{
 		ClientName: clientName(c), Action: r.URL.RequestURI(), CSRFToken: token, Username: p.username,
-		Error: p.msg, Invalid: p.badPassword,
+		Error: p.msg, Invalid: p.badPassword, Accounts: s.loginLinks(r),
 	}); err != nil {
 		s.log.Error("render login", "error", err)
 	}

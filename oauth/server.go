@@ -54,6 +54,8 @@ type Server struct {
 	clientLimit *clientLimiter
 	adminTokens adminTokens // for introspection
 	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
+	// accounts are the self-service pages (MountAccounts); nil: none.
+	accounts AccountPages
 }
 
 // New validates cfg, applies defaults and assembles a Server from the

@@ -38,6 +38,9 @@ type config struct {
 	people          peopleConfig // sessions and consent (people.go)
 	keys            keysConfig   // ID token signing keys (keys.go)
 
+	// accounts: self-service accounts and their mail (accounts.go).
+	accounts accountsConfig
+
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
 	// warnings are what validate found wrong but not invalid; serve logs
@@ -70,6 +73,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.ops.flags(fs)
 	c.people.flags(fs)
 	c.keys.flags(fs)
+	c.accounts.flags(fs)
 }
 
 // validate checks every setting of serve and dev, before any I/O, and
@@ -140,6 +144,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
 	errs.add(c.ops.validate(getenv))
+	errs.add(c.accounts.validate(c.DatabaseURL))
 	c.warnings = append(c.warnings, unknownSettings(envNamesFrom(ctx))...)
 	return errs.err()
 }

@@ -145,6 +145,12 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 		return err
 	}
 	defer stopJobs()
+	stopMail, err := startMail(ctx, c, store, srv.Registry(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMail()
 	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()

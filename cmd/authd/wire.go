@@ -85,5 +85,8 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		return nil, nil, usagef("%v", err)
 	}
 	srv.MountAdmin(admin)
+	if err := mountAccounts(c, b.store, revoking, people, passwords, srv, log); err != nil {
+		return nil, nil, err
+	}
 	return srv, keys, nil
 }

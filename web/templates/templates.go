@@ -54,6 +54,9 @@ type LoginData struct {
 	// Invalid marks the inputs aria-invalid and puts the focus on the
 	// password field (after a wrong password).
 	Invalid bool
+	// Accounts are the self-service links ("Create account", "Forgot
+	// password?"); empty ones are not shown.
+	Accounts AccountLinks
 }
 
 // ConsentData is the data of the consent page.
@@ -166,6 +169,8 @@ type AccountData struct {
 	Notice string
 	// NoSession: the browser is not signed in.
 	NoSession bool
+	// Accounts are the self-service links (change email, delete account).
+	Accounts AccountLinks
 }
 
 // AccountApp is one consented client on the account page.
