@@ -43,7 +43,7 @@ type Field struct {
 	// Hint is a line under the input.
 	Hint string
 	// Inputmode and Pattern help mobile keyboards (a code: numeric).
-	Inputmode, Pattern string
+	Inputmode, Pattern  string
 	Required, Autofocus bool
 }
 
