@@ -78,6 +78,10 @@ type DelivererConfig struct {
 	// slog.Default(). It never receives a message's data.
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// BeforeSend, if set, runs before each send: fault injection for crash
+	// tests (cmd/authd's AUTHD_FAULT=kill-before-mail-send), never set in
+	// a real build.
+	BeforeSend func()
 }
 
 // NewDeliverer returns the deliverer of o's rows.
@@ -91,7 +95,11 @@ func NewDeliverer(o *Outbox, cfg DelivererConfig) (*Deliverer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Deliverer{outbox: o, sender: cfg.Sender, from: cfg.From, log: cfg.Logger, metrics: cfg.Metrics}, nil
+	d := &Deliverer{outbox: o, sender: cfg.Sender, from: cfg.From, log: cfg.Logger, metrics: cfg.Metrics}
+	if f := cfg.BeforeSend; f != nil {
+		d.beforeSend = func(context.Context, *storage.Mail) { f() }
+	}
+	return d, nil
 }
 
 // Kind is the job kind that delivers one row.

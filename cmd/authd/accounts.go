@@ -202,7 +202,8 @@ func startMail(ctx context.Context, c config, backend storage.Store, reg prometh
 		}
 		sender = mail.NewSMTP(sc)
 	}
-	d, err := mail.NewDeliverer(outbox, mail.DelivererConfig{From: a.from(), Sender: sender, Logger: log, Metrics: mail.NewMetrics(reg)})
+	d, err := mail.NewDeliverer(outbox, mail.DelivererConfig{From: a.from(), Sender: sender, Logger: log, Metrics: mail.NewMetrics(reg),
+		BeforeSend: faultBeforeMailSend()})
 	if err != nil {
 		return nil, err
 	}

@@ -5,3 +5,6 @@ package main
 // faultAfterCommit is nil in every real build: fault injection exists only
 // with -tags authd_faults (faults.go).
 func faultAfterCommit() func() { return nil }
+
+// faultBeforeMailSend is nil in every real build (faults.go).
+func faultBeforeMailSend() func() { return nil }

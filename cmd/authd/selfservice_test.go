@@ -1,0 +1,492 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/authd/authd/mail/mailtest"
+	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/postgres"
+	"github.com/authd/authd/storage/postgres/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/oauth2"
+)
+
+// buildFaultyAuthd builds authd with fault injection (faults.go) once per
+// test.
+func buildFaultyAuthd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build authd: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "authd")
+	if out, err := exec.Command(goBin, "build", "-tags", "authd_faults", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// browser is a person's browser: a cookie jar, redirects not followed
+// (each step checks where it leads), and forms filled from the page.
+type browser struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 20 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type page struct {
+	status   int
+	body     string
+	location string
+}
+
+func (b *browser) do(req *http.Request) page {
+	b.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location")}
+}
+
+func (b *browser) get(path string) page {
+	b.t.Helper()
+	if !strings.HasPrefix(path, "http") {
+		path = b.base + path
+	}
+	req, _ := http.NewRequest(http.MethodGet, path, nil)
+	return b.do(req)
+}
+
+var (
+	hiddenRe = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+	hrefRe   = regexp.MustCompile(`<a href="([^"]+)">([^<]+)</a>`)
+)
+
+// link returns the href of the link with this text on p.
+func (b *browser) link(p page, text string) string {
+	b.t.Helper()
+	for _, m := range hrefRe.FindAllStringSubmatch(p.body, -1) {
+		if m[2] == text {
+			return html.UnescapeString(m[1])
+		}
+	}
+	b.t.Fatalf("no link %q on the page (%d): %s", text, p.status, p.body)
+	return ""
+}
+
+// form returns the request of p's form with its hidden fields and fields.
+func (b *browser) form(p page, fields url.Values) *http.Request {
+	b.t.Helper()
+	action := actionRe.FindStringSubmatch(p.body)
+	if action == nil {
+		b.t.Fatalf("no form on the page (%d): %s", p.status, p.body)
+	}
+	v := url.Values{}
+	for _, m := range hiddenRe.FindAllStringSubmatch(p.body, -1) {
+		v.Set(m[1], html.UnescapeString(m[2]))
+	}
+	for k, vs := range fields {
+		v[k] = vs
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.base+html.UnescapeString(action[1]), strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	return req
+}
+
+func (b *browser) submit(p page, fields url.Values) page {
+	b.t.Helper()
+	return b.do(b.form(p, fields))
+}
+
+// selfService is one authd serve with sign-up on, a real SMTP server and
+// an app registered.
+type selfService struct {
+	t      *testing.T
+	bin    string
+	env    []string
+	smtp   *mailtest.Server
+	authd  *authdProcess
+	store  *postgres.Store
+	conf   *oauth2.Config
+	secret string
+}
+
+const ssRedirect = "https://app.example.test/cb"
+
+func newSelfService(t *testing.T, extra ...string) *selfService {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs authd serve (skipped with -short)")
+	}
+	dsn := pgtest.DSN(t)
+	s := &selfService{t: t, bin: buildFaultyAuthd(t), smtp: mailtest.Start(t, nil)}
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s.store = postgres.New(pool)
+	if err := s.store.CreateClient(t.Context(), &storage.Client{ID: "app", Name: "Example App", RedirectURIs: []string{ssRedirect},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		Scopes: []string{"openid", "offline_access", "email", "profile"}, TokenEndpointAuthMethod: "none", SkipConsent: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.env = append(withoutAuthdEnv(), "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=self-service-test-secret-0123456789-0123",
+		"AUTHD_ADMIN_TOKEN=adm", "AUTHD_JANITOR=off", "AUTHD_SIGNUP=on",
+		"AUTHD_SMTP_URL=smtp://"+s.smtp.Addr, "AUTHD_MAIL_FROM=Example <no-reply@example.test>")
+	s.env = append(s.env, extra...)
+	s.authd = startAuthd(t, s.bin, freeAddr(t), s.env, nil)
+	s.conf = &oauth2.Config{ClientID: "app", RedirectURL: ssRedirect, Scopes: []string{"openid", "offline_access", "email"},
+		Endpoint: oauth2.Endpoint{AuthURL: s.authd.base + "/oauth2/authorize", TokenURL: s.authd.base + "/oauth2/token"}}
+	return s
+}
+
+// authorize starts an authorization request in b and returns its first
+// page and the verifier.
+func (s *selfService) authorize(b *browser, state string) (page, string) {
+	verifier := oauth2.GenerateVerifier()
+	return b.get(s.conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier))), verifier
+}
+
+// exchange redeems the code in the app's redirect.
+func (s *selfService) exchange(p page, verifier string) *oauth2.Token {
+	s.t.Helper()
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, ssRedirect) {
+		s.t.Fatalf("not redirected to the app: %d %s %s", p.status, p.location, p.body)
+	}
+	u, _ := url.Parse(p.location)
+	tok, err := s.conf.Exchange(s.t.Context(), u.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		s.t.Fatalf("exchange: %v", err)
+	}
+	return tok
+}
+
+// introspect reports whether token is active.
+func (s *selfService) active(token string) bool {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.authd.base+"/oauth2/introspect", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer adm")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Active bool `json:"active"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		s.t.Fatal(err)
+	}
+	return v.Active
+}
+
+// claims are an ID token's payload (authd signed it; the test reads it).
+func claims(t *testing.T, tok *oauth2.Token) map[string]any {
+	t.Helper()
+	raw, _ := tok.Extra("id_token").(string)
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		t.Fatalf("no ID token: %q", raw)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// signUp goes from the login page of an authorization request to the code
+// page, and returns it.
+func (s *selfService) signUp(b *browser, login page, email, password string) page {
+	s.t.Helper()
+	form := b.get(b.link(login, "Create account"))
+	if form.status != http.StatusOK {
+		s.t.Fatalf("sign-up page: %d %s", form.status, form.body)
+	}
+	p := b.submit(form, url.Values{"email": {email}, "password": {password}})
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/signup/verify?flow=") {
+		s.t.Fatalf("sign-up: %d %s %s", p.status, p.location, p.body)
+	}
+	return b.get(p.location)
+}
+
+// flowRe finds a flow ID in a page or URL.
+var flowRe = regexp.MustCompile(`flow=[0-9a-f]+|value="[0-9a-f]{40}"`)
+
+// TestSelfServiceThroughThePages: sign up → mail with code → verify →
+// signed in and the app gets a code; recovery ends old sessions and
+// tokens; email change shows in the profile and the ID token; deletion
+// makes tokens inactive, frees the username and confirms by mail. All
+// through authd serve's pages, with a real SMTP server on loopback.
+func TestSelfServiceThroughThePages(t *testing.T) {
+	s := newSelfService(t)
+	const addr, pw = "newcomer@example.test", "first passphrase"
+
+	// Sign up from the app's login page; the form is posted twice at once
+	// (a double click) and once more (a retry after a timeout).
+	ann := newBrowser(t, s.authd.base)
+	login, verifier := s.authorize(ann, "state-signup-1")
+	if login.status != http.StatusOK || !strings.Contains(login.body, "Create account") || !strings.Contains(login.body, "Forgot password?") {
+		t.Fatalf("login page: %d %s", login.status, login.body)
+	}
+	form := ann.get(ann.link(login, "Create account"))
+	if !strings.Contains(form.body, "Example App") {
+		t.Fatalf("the sign-up page does not name the app: %s", form.body)
+	}
+	fields := url.Values{"email": {addr}, "password": {pw}}
+	var wg sync.WaitGroup
+	answers := make([]page, 3)
+	for i := range 2 {
+		wg.Go(func() { answers[i] = ann.submit(form, fields) })
+	}
+	wg.Wait()
+	answers[2] = ann.submit(form, fields)
+	for _, a := range answers {
+		if a.status != http.StatusSeeOther || a.location != answers[0].location {
+			t.Fatalf("the repeated form answered %d %s, the first %s", a.status, a.location, answers[0].location)
+		}
+	}
+	codePage := ann.get(answers[0].location)
+	m := s.smtp.WaitDelivered(t, addr, "Your code:", 15*time.Second)
+	if !strings.Contains(m.Body, "Example App") || !strings.Contains(m.Body, addr) {
+		t.Fatalf("the mail does not name the app and the address: %s", m.Body)
+	}
+	done := ann.submit(codePage, url.Values{"code": {m.Code()}})
+	if done.status != http.StatusSeeOther || !strings.HasPrefix(done.location, "/oauth2/authorize?") {
+		t.Fatalf("after the code: %d %s %s", done.status, done.location, done.body)
+	}
+	tok := s.exchange(ann.get(done.location), verifier)
+	if c := claims(t, tok); c["email"] != addr || c["email_verified"] != true {
+		t.Fatalf("ID token claims after sign-up: %v", c)
+	}
+	time.Sleep(time.Second) // a second message would have arrived by now
+	if n := countTo(s.smtp, addr); n != 1 {
+		t.Fatalf("%d messages for one sign-up posted three times, want 1", n)
+	}
+
+	// Forgot password, from another browser: the old session and tokens die.
+	bob := newBrowser(t, s.authd.base)
+	login, _ = s.authorize(bob, "state-recover-1")
+	rec := bob.get(bob.link(login, "Forgot password?"))
+	p := bob.submit(rec, url.Values{"email": {addr}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("recovery: %d %s", p.status, p.body)
+	}
+	codePage = bob.get(p.location)
+	m = s.smtp.WaitDelivered(t, addr, "new password", 15*time.Second)
+	changed := bob.submit(codePage, url.Values{"code": {m.Code()}, "password": {"second passphrase"}})
+	if changed.status != http.StatusOK || !strings.Contains(changed.body, "Your password was changed") {
+		t.Fatalf("new password: %d %s", changed.status, changed.body)
+	}
+	s.smtp.WaitDelivered(t, addr, "password was changed", 15*time.Second)
+	if s.active(tok.AccessToken) {
+		t.Fatal("the access token survived the new password")
+	}
+	if _, err := s.conf.TokenSource(t.Context(), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err == nil {
+		t.Fatal("the refresh token survived the new password")
+	}
+	if again, _ := s.authorize(ann, "state-old-session"); again.status != http.StatusOK || !strings.Contains(again.body, "Sign in") {
+		t.Fatalf("the old session survived the new password: %d %s", again.status, again.location)
+	}
+
+	// Sign in with the new password; change the address from the account page.
+	cy := newBrowser(t, s.authd.base)
+	login, verifier = s.authorize(cy, "state-email-1")
+	tok = s.exchange(cy.submit(login, url.Values{"username": {addr}, "password": {"second passphrase"}}), verifier)
+	acct := cy.get("/account")
+	email := cy.get(cy.link(acct, "Change email address"))
+	const newAddr = "moved@example.test"
+	p = cy.submit(email, url.Values{"email": {newAddr}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("email change: %d %s", p.status, p.body)
+	}
+	codePage = cy.get(p.location)
+	m = s.smtp.WaitDelivered(t, newAddr, "confirm", 15*time.Second)
+	if p = cy.submit(codePage, url.Values{"code": {m.Code()}}); p.status != http.StatusOK || !strings.Contains(p.body, newAddr) {
+		t.Fatalf("confirm: %d %s", p.status, p.body)
+	}
+	s.smtp.WaitDelivered(t, addr, "address was changed", 15*time.Second)
+	login, verifier = s.authorize(cy, "state-email-2")
+	tok = s.exchange(login, verifier) // signed in: the code comes without a page
+	if c := claims(t, tok); c["email"] != newAddr {
+		t.Fatalf("ID token email after the change: %v", c["email"])
+	}
+	if ui := userinfo(t, s.authd.base, tok.AccessToken); ui["email"] != newAddr {
+		t.Fatalf("UserInfo email after the change: %v", ui)
+	}
+
+	// Delete the account (signed in a moment ago: no password asked).
+	del := cy.get(cy.link(cy.get("/account"), "Delete account"))
+	if strings.Contains(del.body, `name="password"`) {
+		t.Fatal("a fresh sign-in was asked for its password")
+	}
+	if p = cy.submit(del, nil); p.status != http.StatusOK || !strings.Contains(p.body, "Your account was deleted") {
+		t.Fatalf("delete: %d %s", p.status, p.body)
+	}
+	if s.active(tok.AccessToken) {
+		t.Fatal("a token survived the deletion")
+	}
+	s.smtp.WaitDelivered(t, newAddr, "deleted", 15*time.Second)
+	req, _ := http.NewRequest(http.MethodGet, s.authd.base+"/admin/users/"+url.PathEscape(newAddr), nil)
+	req.Header.Set("Authorization", "Bearer adm")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the user after deletion: %v %v", resp.StatusCode, err)
+	}
+	// The name is free: a new sign-up under it verifies.
+	dan := newBrowser(t, s.authd.base)
+	login, _ = s.authorize(dan, "state-again")
+	codePage = s.signUp(dan, login, newAddr, "third passphrase")
+	m = s.smtp.WaitDelivered(t, newAddr, "Your code:", 15*time.Second)
+	if p = dan.submit(codePage, url.Values{"code": {m.Code()}}); p.status != http.StatusSeeOther {
+		t.Fatalf("sign-up under a freed name: %d %s", p.status, p.body)
+	}
+}
+
+func countTo(s *mailtest.Server, to string) int {
+	n := 0
+	for _, m := range s.Received() {
+		if strings.EqualFold(m.To, to) {
+			n++
+		}
+	}
+	return n
+}
+
+func userinfo(t *testing.T, base, access string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/oauth2/userinfo", nil)
+	req.Header.Set("Authorization", "Bearer "+access)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return m
+}
+
+// TestSelfServiceEnumeration: for sign-up and recovery, a known and an
+// unknown address get the same page (once the flow ID and the address
+// typed are taken out).
+func TestSelfServiceEnumeration(t *testing.T) {
+	s := newSelfService(t)
+	if err := s.store.CreateUser(t.Context(), &storage.User{Username: "known@example.test", Email: "known@example.test",
+		PasswordHash: []byte("x"), CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	norm := func(p page, addr string) string {
+		// The flow ID, the address typed and the browser's CSRF token
+		// are the only differences allowed.
+		body := csrfRe.ReplaceAllString(strings.ReplaceAll(p.body, addr, "ADDRESS"), "CSRF")
+		return flowRe.ReplaceAllString(body, "FLOW")
+	}
+	for _, c := range []struct{ link, field string }{{"Create account", "email"}, {"Forgot password?", "email"}} {
+		var pages []string
+		var statuses []int
+		for _, addr := range []string{"known@example.test", "unknown@example.test"} {
+			b := newBrowser(t, s.authd.base)
+			login, _ := s.authorize(b, "state-enum-1")
+			form := b.get(b.link(login, c.link))
+			p := b.submit(form, url.Values{"email": {addr}, "password": {"some passphrase"}})
+			if p.status != http.StatusSeeOther {
+				t.Fatalf("%s %s: %d %s", c.link, addr, p.status, p.body)
+			}
+			statuses = append(statuses, p.status)
+			next := b.get(p.location)
+			pages = append(pages, norm(next, addr))
+		}
+		if pages[0] != pages[1] || statuses[0] != statuses[1] {
+			t.Fatalf("%s: the pages differ for a known and an unknown address:\n%s\n----\n%s", c.link, pages[0], pages[1])
+		}
+	}
+	// The owner of the known address got a note, never a code.
+	note := s.smtp.WaitDelivered(t, "known@example.test", "Someone tried", 15*time.Second)
+	if note.Code() != "" {
+		t.Fatal("the note carries a code")
+	}
+}
+
+// TestSignupOff: with AUTHD_SIGNUP=off there is no sign-up; recovery stays.
+func TestSignupOff(t *testing.T) {
+	s := newSelfService(t, "AUTHD_SIGNUP=off")
+	b := newBrowser(t, s.authd.base)
+	login, _ := s.authorize(b, "state-off-1")
+	if strings.Contains(login.body, "Create account") || !strings.Contains(login.body, "Forgot password?") {
+		t.Fatalf("login page with sign-up off: %s", login.body)
+	}
+	if p := b.get("/signup"); p.status != http.StatusNotFound {
+		t.Fatalf("GET /signup with sign-up off: %d", p.status)
+	}
+	if p := b.get("/recover"); p.status != http.StatusOK {
+		t.Fatalf("GET /recover: %d", p.status)
+	}
+}
+
+// TestMailSentAfterProcessKilledBeforeSend: an authd process commits a
+// sign-up (and its message) and is killed with SIGKILL when its mail
+// worker is about to send; another process claims the message once the
+// lease expires and delivers it, once.
+func TestMailSentAfterProcessKilledBeforeSend(t *testing.T) {
+	s := newSelfService(t, "AUTHD_JOB_LEASE=2s")
+	// s.authd stays up: the doomed process is another one on the same
+	// database; s.authd's worker must not win the claim, so it is stopped
+	// first.
+	_ = s.authd.cmd.Process.Kill()
+	<-s.authd.done
+	s.authd.done <- nil
+	a := startAuthd(t, s.bin, freeAddr(t), s.env, []string{"AUTHD_FAULT=kill-before-mail-send"})
+	b := newBrowser(t, a.base)
+	s.conf.Endpoint.AuthURL = a.base + "/oauth2/authorize"
+	login, _ := s.authorize(b, "state-kill-1")
+	s.signUp(b, login, "crash@example.test", "crash passphrase")
+	select {
+	case err := <-a.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("process A ended with %v, want SIGKILL", err)
+		}
+		a.done <- err
+	case <-time.After(20 * time.Second):
+		t.Fatal("process A was not killed before the send")
+	}
+	if n := len(s.smtp.Received()); n != 0 {
+		t.Fatalf("%d messages before the takeover", n)
+	}
+	startAuthd(t, s.bin, freeAddr(t), s.env, nil)
+	m := s.smtp.WaitDelivered(t, "crash@example.test", "Your code:", 20*time.Second)
+	time.Sleep(time.Second)
+	if n := countTo(s.smtp, "crash@example.test"); n != 1 || m.Code() == "" {
+		t.Fatalf("%d messages after the takeover, want 1 with a code", n)
+	}
+}
