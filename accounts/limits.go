@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/authd/authd/limits"
 )
 
 // The limits (issue 26, "Limits"). Guesses at one code are bounded in the
-// database (MaxCodeAttempts); these bound the rest.
+// database (MaxCodeAttempts); these bound the rest, as budgets of package
+// limits: shared by every replica through Redis when the limiter has it,
+// per process otherwise.
 const (
 	LimitSignupSource = "signup_source" // sign-ups per source address
 	LimitMailAddress  = "mail_address"  // messages per recipient address
@@ -19,7 +22,7 @@ const (
 	LimitCodeAccount  = "code_account"  // guesses per address, across its codes
 )
 
-// Budget is N events per window.
+// Budget is N events per window (a token bucket of N refilled over Per).
 type Budget struct {
 	N   int
 	Per time.Duration
@@ -29,12 +32,15 @@ type Budget struct {
 // negative N turns that limit off.
 type LimitConfig struct {
 	SignupSource, MailAddress, MailSource, CodeAccount Budget
+	// Limiter keeps the budgets (the server's, shared through Redis);
+	// nil: one of this process's own.
+	Limiter *limits.Limiter
 	// Registerer receives authd_account_limited_total (nil: none).
 	Registerer prometheus.Registerer
 }
 
-// LimitError is a refusal: too many of something; RetryAfter says when
-// the window ends.
+// LimitError is a refusal: too many of something; RetryAfter says when to
+// try again.
 type LimitError struct {
 	Limit      string
 	RetryAfter time.Duration
@@ -48,48 +54,40 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("Too many attempts. Try again in %d minutes.", m)
 }
 
-// Limits counts events per (limit, key) in fixed windows, in this
-// process. Keys are addresses: they are never logged.
+// Limits are the self-service budgets.
 type Limits struct {
-	budgets map[string]Budget
+	rates   map[string]limits.Rate
+	lim     *limits.Limiter
 	limited *prometheus.CounterVec
-	now     func() time.Time
-
-	mu      sync.Mutex
-	windows map[string]*window
 }
-
-type window struct {
-	start time.Time
-	n     int
-}
-
-// maxKeys bounds the memory a flood of distinct keys can take: beyond it,
-// expired windows are swept first, then the map starts afresh.
-const maxKeys = 100_000
 
 // NewLimits returns the limits of cfg.
 func NewLimits(cfg LimitConfig) *Limits {
-	def := func(b Budget, n int, per time.Duration) Budget {
+	rate := func(b Budget, n int, per time.Duration) limits.Rate {
 		if b.N == 0 {
-			return Budget{N: n, Per: per}
+			b = Budget{N: n, Per: per}
+		}
+		if b.N < 0 {
+			return limits.Rate{} // off
 		}
 		if b.Per <= 0 {
 			b.Per = per
 		}
-		return b
+		return limits.Rate{PerSecond: float64(b.N) / b.Per.Seconds(), Burst: b.N}
 	}
 	l := &Limits{
-		budgets: map[string]Budget{
-			LimitSignupSource: def(cfg.SignupSource, 20, time.Hour),
-			LimitMailAddress:  def(cfg.MailAddress, 5, time.Hour),
-			LimitMailSource:   def(cfg.MailSource, 30, time.Hour),
-			LimitCodeAccount:  def(cfg.CodeAccount, 20, time.Hour),
+		rates: map[string]limits.Rate{
+			LimitSignupSource: rate(cfg.SignupSource, 20, time.Hour),
+			LimitMailAddress:  rate(cfg.MailAddress, 5, time.Hour),
+			LimitMailSource:   rate(cfg.MailSource, 30, time.Hour),
+			LimitCodeAccount:  rate(cfg.CodeAccount, 20, time.Hour),
 		},
+		lim: cfg.Limiter,
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "authd_account_limited_total",
 			Help: "Self-service requests refused by a limit, by limit."}, []string{"limit"}),
-		now:     time.Now,
-		windows: map[string]*window{},
+	}
+	if l.lim == nil {
+		l.lim = limits.New(limits.Options{})
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(l.limited)
@@ -97,46 +95,17 @@ func NewLimits(cfg LimitConfig) *Limits {
 	return l
 }
 
-// Allow counts one event of limit for key, or returns a *LimitError when
-// the budget of the current window is spent (the refused event is not
-// counted). An empty key is not limited.
-func (l *Limits) Allow(_ context.Context, limit, key string) error {
-	b, ok := l.budgets[limit]
-	if !ok || b.N < 0 || key == "" {
+// Allow spends one unit of limit's budget for key, or returns a
+// *LimitError when there is none (nothing spent). An empty key is not
+// limited. Keys are addresses: package limits stores only their digest.
+func (l *Limits) Allow(ctx context.Context, limit, key string) error {
+	r, ok := l.rates[limit]
+	if !ok || key == "" {
 		return nil
 	}
-	now := l.now()
-	k := limit + "\x00" + key
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.windows[k]
-	if w == nil || now.Sub(w.start) >= b.Per {
-		if w == nil && len(l.windows) >= maxKeys {
-			l.sweep(now)
-		}
-		w = &window{start: now}
-		l.windows[k] = w
-	}
-	if w.n >= b.N {
+	if ok, wait := l.lim.Take(ctx, "accounts."+limit, key, r); !ok {
 		l.limited.WithLabelValues(limit).Inc()
-		return &LimitError{Limit: limit, RetryAfter: w.start.Add(b.Per).Sub(now)}
+		return &LimitError{Limit: limit, RetryAfter: max(wait, time.Second)}
 	}
-	w.n++
 	return nil
-}
-
-// sweep drops expired windows, or all of them if none expired.
-func (l *Limits) sweep(now time.Time) {
-	longest := time.Duration(0)
-	for _, b := range l.budgets {
-		longest = max(longest, b.Per)
-	}
-	for k, w := range l.windows {
-		if now.Sub(w.start) >= longest {
-			delete(l.windows, k)
-		}
-	}
-	if len(l.windows) >= maxKeys {
-		l.windows = map[string]*window{}
-	}
 }

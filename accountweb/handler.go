@@ -18,6 +18,7 @@ import (
 	"github.com/authd/authd/accounts"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/secrets"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -39,7 +40,11 @@ type Config struct {
 	// Session returns the browser's signed-in user and session
 	// (oauth.Server.SessionUser).
 	Session func(r *http.Request) (identity.User, identity.Session, bool)
-	// SignIn starts a session for a person who proved who they are
+	// Flow continues the authorization request a sign-up started from,
+	// signed in (oauth.Server.AccountFlow).
+	Flow signin.Flow
+	// SignIn starts a session for a person who proved who they are, for
+	// a sign-up that started from no authorization request
 	// (oauth.Server.SignIn).
 	SignIn func(ctx context.Context, w http.ResponseWriter, r *http.Request, u identity.User, amr []string) error
 	// ClientName names a client for pages and mail ("" if unknown).
@@ -62,7 +67,7 @@ type Handler struct {
 
 // New returns the pages' handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Accounts == nil || cfg.Session == nil || cfg.SignIn == nil || cfg.Pages == nil || len(cfg.Secret) < secrets.MinLen {
+	if cfg.Accounts == nil || cfg.Session == nil || cfg.SignIn == nil || cfg.Flow == nil || cfg.Pages == nil || len(cfg.Secret) < secrets.MinLen {
 		return nil, errors.New("accountweb: accounts, session, sign-in, pages and secret are required")
 	}
 	if cfg.Logger == nil {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/authd/authd/accounts"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/web/templates"
 )
@@ -117,14 +118,16 @@ func (h *Handler) signupVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The address is proved by the code (RFC 8176 "otp"); the password
-	// was chosen, not presented.
-	if err := h.cfg.SignIn(r.Context(), w, r, u, []string{"otp"}); err != nil {
-		h.fail(w, r, templates.FormData{Heading: "Your account is ready", Links: []templates.Link{{Href: app.ReturnTo, Text: "Sign in"}}}, err)
+	// was chosen, not presented. The flow continues the authorization
+	// request the sign-up started from: consent, one tap or the code.
+	amr := []string{"otp"}
+	if app.ReturnTo != "" {
+		h.cfg.Flow.Complete(w, r, app.ReturnTo, signin.Result{User: u, AMR: amr})
 		return
 	}
-	next := app.ReturnTo
-	if next == "" {
-		next = "/account"
+	if err := h.cfg.SignIn(r.Context(), w, r, u, amr); err != nil {
+		h.fail(w, r, templates.FormData{Heading: "Your account is ready"}, err)
+		return
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, "/account", http.StatusSeeOther)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/web/templates"
 )
 
@@ -58,6 +59,13 @@ func (s *Server) SignIn(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	s.cookies.setSession(w, ref, s.cfg.SessionTTL)
 	return nil
 }
+
+// AccountFlow is the sign-in flow as the account pages see it: a person
+// who proved who they are (a sign-up's code) continues the authorization
+// request they started from, signed in, as after the login form
+// (signin.Flow.Complete: returnTo must be this server's authorization
+// endpoint).
+func (s *Server) AccountFlow() signin.Flow { return methodFlow{s: s, method: "signup"} }
 
 // loginLinks are the self-service links of the login page of r's
 // authorization request.

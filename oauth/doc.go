@@ -9,7 +9,7 @@
 // here but on the operations listener (package ops).
 //
 // It is also the OpenID Provider (OpenID Connect Core, Discovery and
-// RP-Initiated Logout 1.0): discovery (endpoints.go), the JWKS (jwks.go),
+// RP-Initiated Logout 1.0): discovery (discovery.go), the JWKS (jwks.go),
 // ID tokens (idtoken.go), UserInfo (userinfo.go), the authentication
 // request parameters (prompt.go) and the end_session_endpoint
 // (endsession.go). ID tokens are signed by authd's own signer (package
@@ -20,6 +20,11 @@
 // signer that loads keys there; here the keys are loaded before the
 // transaction (signing.Manager.Prepare), signing does no I/O, and the ID
 // token is sealed into the replay record with the rest of the response.
+//
+// The authorization endpoint (authorize.go) decides every request's next
+// step in one function (decide, next.go); the ways to sign in are
+// signin.Method values it is handed (Deps.Methods) and never names
+// (signin.go; docs/architecture.md, "The sign-in flow").
 //
 // It is the only package that knows both fosite and the replay cache.
 // Everything it needs is passed to New explicitly (Config, Deps): it holds no

@@ -22,9 +22,11 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/oauth/oauthtest"
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
@@ -73,6 +75,10 @@ type harnessOpts struct {
 	dpopNonceOff bool
 	// accessLog receives the request log (nil: the server's default).
 	accessLog *slog.Logger
+	// now is the server's clock (nil: time.Now).
+	now func() time.Time
+	// methods builds the sign-in methods (nil: the password method).
+	methods func(people *identity.Service, password signin.Method) []signin.Method
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -120,7 +126,8 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
-	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay})
+		Now:       o.now,
+	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
 	if err != nil {
 		t.Fatal(err)
 	}

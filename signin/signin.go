@@ -71,7 +71,15 @@ type Route struct {
 // callback) hands the result back so the flow continues the authorization
 // request it came from (returnTo is that request's URL, which the method
 // kept, e.g. in its state).
+//
+// The flow trusts res: the method has checked its proof and that it
+// belongs to this browser (its own state or CSRF token). returnTo must be
+// this server's authorization endpoint as Page.Action gave it (a path and
+// a query); any other URL is refused with an error page, never followed.
 type Flow interface {
+	// Complete starts the session of res (its AMR and AuthTime recorded)
+	// and continues returnTo's request as after a login POST: consent,
+	// one tap or the code, as the flow decides.
 	Complete(w http.ResponseWriter, r *http.Request, returnTo string, res Result)
 	// Fail shows the login page of returnTo's request with the failure.
 	Fail(w http.ResponseWriter, r *http.Request, returnTo string, f *Failure)
@@ -94,6 +102,10 @@ type Page struct {
 	// Invalid marks a failed attempt of this method (focus and
 	// aria-invalid on its inputs).
 	Invalid bool
+	// ErrorID is the id of the page's message when it shows one (a
+	// failure, "please sign in again"), for aria-describedby; "" when
+	// there is none.
+	ErrorID string
 }
 
 // Input is one POST of the login form for a method.

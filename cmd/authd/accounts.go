@@ -160,7 +160,7 @@ func mountAccounts(c config, backend storage.Store, revoking revocation.Store, p
 	if err != nil {
 		return err
 	}
-	pages, err := accountweb.New(accountweb.Config{Accounts: svc, Session: srv.SessionUser, SignIn: srv.SignIn,
+	pages, err := accountweb.New(accountweb.Config{Accounts: svc, Session: srv.SessionUser, SignIn: srv.SignIn, Flow: srv.AccountFlow(),
 		ClientName: func(ctx context.Context, id string) string { return clientDisplayName(ctx, backend, id) },
 		Secret:     []byte(c.Secret), Secure: strings.HasPrefix(c.Issuer, "https://"), Pages: templates.Parse(), Logger: log})
 	if err != nil {
