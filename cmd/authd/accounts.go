@@ -18,6 +18,7 @@ import (
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage"
+	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/web/templates"
 )
 
@@ -112,11 +113,28 @@ type mailStore interface {
 	storage.AccountFlowStore
 }
 
+// memoryMail is the in-memory store ("authd dev") with its job queue.
+type memoryMail struct {
+	*memory.Store
+	*memory.JobQueue
+}
+
+// mailBackend is the backend as the outbox sees it.
+func mailBackend(backend storage.Store) (mailStore, error) {
+	switch s := backend.(type) {
+	case mailStore:
+		return s, nil
+	case *memory.Store:
+		return memoryMail{Store: s, JobQueue: s.JobQueue()}, nil
+	}
+	return nil, usagef("AUTHD_SMTP_URL: the %T store keeps no mail outbox; use PostgreSQL", backend)
+}
+
 // outbox builds the outbox on the backend.
 func (a *accountsConfig) outbox(secret []byte, backend storage.Store) (*mail.Outbox, mailStore, error) {
-	ms, ok := backend.(mailStore)
-	if !ok {
-		return nil, nil, usagef("AUTHD_SMTP_URL: the %s store keeps no mail outbox; use PostgreSQL", storeName(backend))
+	ms, err := mailBackend(backend)
+	if err != nil {
+		return nil, nil, err
 	}
 	domain, err := mail.Domain(a.from())
 	if err != nil {
@@ -124,13 +142,6 @@ func (a *accountsConfig) outbox(secret []byte, backend storage.Store) (*mail.Out
 	}
 	o, err := mail.NewOutbox(ms, mail.OutboxConfig{Secret: secret, Domain: domain, GiveUp: a.MailGiveUp})
 	return o, ms, err
-}
-
-func storeName(s storage.Store) string {
-	if _, ok := s.(mailStore); ok {
-		return "PostgreSQL"
-	}
-	return "in-memory"
 }
 
 // accountStore is the accounts service's store: users and transactions

@@ -488,3 +488,40 @@ func TestMailSentAfterProcessKilledBeforeSend(t *testing.T) {
 		t.Fatalf("%d messages after the takeover, want 1 with a code", n)
 	}
 }
+
+// TestDevPrintsMail: "authd dev" with AUTHD_SIGNUP=on keeps its outbox in
+// memory and prints each message to its log instead of sending it; the
+// code read from the log completes the sign-up and the demo app gets a
+// code.
+func TestDevPrintsMail(t *testing.T) {
+	stdout, stderr := startCommand(t, []string{"dev", "-addr", "127.0.0.1:0"}, map[string]string{"AUTHD_SIGNUP": "on"}, regexp.MustCompile(`Ctrl-C`))
+	authURL := authURLRe.FindStringSubmatch(stdout.String())[1]
+	u, _ := url.Parse(authURL)
+	b := newBrowser(t, u.Scheme+"://"+u.Host)
+	login := b.get(authURL)
+	form := b.get(b.link(login, "Create account"))
+	p := b.submit(form, url.Values{"email": {"dev@example.test"}, "password": {"dev passphrase"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("sign-up: %d %s", p.status, p.body)
+	}
+	codePage := b.get(p.location)
+	codeRe := regexp.MustCompile(`Your code is (\d{6})`)
+	var code string
+	for deadline := time.Now().Add(15 * time.Second); code == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if m := codeRe.FindStringSubmatch(stderr.String()); m != nil {
+			code = m[1]
+		}
+	}
+	if code == "" {
+		t.Fatalf("no mail in dev's log:\n%s", stderr.String())
+	}
+	p = b.submit(codePage, url.Values{"code": {code}})
+	// The demo client is public with a loopback redirect: the one-tap
+	// page (RFC 8252 §8.6) or the consent page comes before its code.
+	for i := 0; i < 3 && p.status == http.StatusOK; i++ {
+		p = b.submit(p, url.Values{"decision": {"allow"}})
+	}
+	if p.status != http.StatusSeeOther || !strings.Contains(p.location, "/demo/callback?code=") {
+		t.Fatalf("after the code: %d %s %s", p.status, p.location, p.body)
+	}
+}

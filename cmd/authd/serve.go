@@ -264,6 +264,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !flagSet(fs, "drain-delay") && getenv("AUTHD_DRAIN_DELAY") == "" {
 		c.ops.DrainDelay = 0 // Ctrl-C stops dev at once
 	}
+	c.accounts.dev = true // mail goes to the log (mail.LogSender)
 	if !flagSet(fs, "ops-addr") && getenv("AUTHD_OPS_ADDR") == "" {
 		c.ops.fallback = true // the default port may be taken (Prometheus's)
 	}
