@@ -226,8 +226,8 @@ func (s *Store) FindUserByEmail(_ context.Context, username, email string) (*sto
 // ---- the job queue ----
 
 // JobQueue is an in-process storage.JobStore on the Store's lock and
-// transactions, for the mail worker of "authd dev". Finished jobs are
-// dropped at once (nothing lists them in dev).
+// transactions, for the mail worker of "authd dev" (it passes
+// storagetest.RunJobStore).
 type JobQueue struct{ s *Store }
 
 // JobQueue returns the Store's job queue.
@@ -269,7 +269,8 @@ func (q *JobQueue) EnqueueJob(ctx context.Context, j storage.NewJob) (int64, boo
 	return id, created, nil
 }
 
-// ClaimJob claims the due job of kinds with the oldest RunAt.
+// ClaimJob claims the due job of kinds (any kind if none) with the oldest
+// RunAt.
 func (q *JobQueue) ClaimJob(ctx context.Context, worker string, kinds []string, d time.Duration) (*storage.Job, error) {
 	s := q.s
 	var out *storage.Job
@@ -277,7 +278,7 @@ func (q *JobQueue) ClaimJob(ctx context.Context, worker string, kinds []string, 
 		now := s.now()
 		var due []storage.Job
 		for _, j := range s.box().jobs {
-			if !slices.Contains(kinds, j.Kind) || j.RunAt.After(now) {
+			if len(kinds) > 0 && !slices.Contains(kinds, j.Kind) || j.RunAt.After(now) {
 				continue
 			}
 			if j.Status == storage.JobQueued || j.Status == storage.JobRunning && !j.LeaseUntil.After(now) {
@@ -289,6 +290,9 @@ func (q *JobQueue) ClaimJob(ctx context.Context, worker string, kinds []string, 
 		}
 		sort.Slice(due, func(a, b int) bool { return due[a].RunAt.Before(due[b].RunAt) })
 		j := due[0]
+		if j.Status == storage.JobRunning {
+			j.LastError = fmt.Sprintf("attempt %d: lease of %s expired", j.Attempts, j.LockedBy)
+		}
 		j.Status, j.LockedBy, j.LeaseUntil = storage.JobRunning, worker, storage.NormalizeTime(now.Add(d))
 		j.Attempts++
 		s.box().jobs[j.ID] = j
@@ -301,7 +305,7 @@ func (q *JobQueue) ClaimJob(ctx context.Context, worker string, kinds []string, 
 }
 
 // held changes the job of a valid lease with f, or returns ErrLeaseLost.
-func (q *JobQueue) held(ctx context.Context, l storage.Lease, f func(j *storage.Job) (drop bool)) error {
+func (q *JobQueue) held(ctx context.Context, l storage.Lease, f func(j *storage.Job)) error {
 	s := q.s
 	err := storage.ErrLeaseLost
 	s.tx(func() {
@@ -311,11 +315,8 @@ func (q *JobQueue) held(ctx context.Context, l storage.Lease, f func(j *storage.
 			return
 		}
 		j := old
-		if f(&j) {
-			delete(b.jobs, l.JobID)
-		} else {
-			b.jobs[l.JobID] = j
-		}
+		f(&j)
+		b.jobs[l.JobID] = j
 		s.record(ctx, func() { b.jobs[l.JobID] = old })
 		err = nil
 	})
@@ -324,15 +325,25 @@ func (q *JobQueue) held(ctx context.Context, l storage.Lease, f func(j *storage.
 
 // ExtendLease renews a valid lease.
 func (q *JobQueue) ExtendLease(ctx context.Context, l storage.Lease, d time.Duration) error {
-	return q.held(ctx, l, func(j *storage.Job) bool {
+	return q.held(ctx, l, func(j *storage.Job) {
 		j.LeaseUntil = storage.NormalizeTime(q.s.now().Add(d))
-		return false
 	})
 }
 
-// CompleteJob finishes the job (dropping it) and enqueues next.
+// CompleteJob marks the job done and enqueues next.
 func (q *JobQueue) CompleteJob(ctx context.Context, l storage.Lease, next *storage.NewJob) error {
-	if err := q.held(ctx, l, func(*storage.Job) bool { return true }); err != nil {
+	return q.finish(ctx, l, storage.JobDone, "", next)
+}
+
+// finish ends the job with status and enqueues next.
+func (q *JobQueue) finish(ctx context.Context, l storage.Lease, status storage.JobStatus, errMsg string, next *storage.NewJob) error {
+	err := q.held(ctx, l, func(j *storage.Job) {
+		j.Status, j.LeaseUntil, j.FinishedAt = status, time.Time{}, storage.NormalizeTime(q.s.now())
+		if errMsg != "" {
+			j.LastError = errMsg
+		}
+	})
+	if err != nil {
 		return err
 	}
 	if next != nil {
@@ -344,19 +355,18 @@ func (q *JobQueue) CompleteJob(ctx context.Context, l storage.Lease, next *stora
 
 // RetryJob queues the job again after delay.
 func (q *JobQueue) RetryJob(ctx context.Context, l storage.Lease, errMsg string, delay time.Duration) error {
-	return q.held(ctx, l, func(j *storage.Job) bool {
+	return q.held(ctx, l, func(j *storage.Job) {
 		j.Status, j.LastError, j.LeaseUntil = storage.JobQueued, errMsg, time.Time{}
 		j.RunAt = storage.NormalizeTime(q.s.now().Add(delay))
-		return false
 	})
 }
 
-// FailJob fails the job for good (dropping it) and enqueues next.
-func (q *JobQueue) FailJob(ctx context.Context, l storage.Lease, _ string, next *storage.NewJob) error {
-	return q.CompleteJob(ctx, l, next)
+// FailJob marks the job failed and enqueues next.
+func (q *JobQueue) FailJob(ctx context.Context, l storage.Lease, errMsg string, next *storage.NewJob) error {
+	return q.finish(ctx, l, storage.JobFailed, errMsg, next)
 }
 
-// ListJobs returns the pending jobs matching f, newest first.
+// ListJobs returns the jobs matching f, newest first.
 func (q *JobQueue) ListJobs(_ context.Context, f storage.JobFilter) ([]*storage.Job, error) {
 	var out []*storage.Job
 	q.s.tx(func() {
