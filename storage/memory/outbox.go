@@ -384,3 +384,31 @@ func (q *JobQueue) ListJobs(_ context.Context, f storage.JobFilter) ([]*storage.
 	}
 	return out[:min(len(out), lim)], nil
 }
+
+// deleteExpiredOutbox deletes up to limit expired flows (kind
+// storage.CleanupAccountFlows) or mail rows finished before before
+// (storage.CleanupMailOutbox).
+func (s *Store) deleteExpiredOutbox(ctx context.Context, kind string, before time.Time, limit int) int {
+	n := 0
+	s.tx(func() {
+		b := s.box()
+		if kind == storage.CleanupAccountFlows {
+			for id, f := range b.flows {
+				if n < limit && f.ExpiresAt.Before(before) {
+					delete(b.flows, id)
+					s.record(ctx, func() { b.flows[id] = f })
+					n++
+				}
+			}
+			return
+		}
+		for id, m := range b.mails {
+			if n < limit && m.Status != storage.MailPending && m.FinishedAt.Before(before) {
+				delete(b.mails, id)
+				s.record(ctx, func() { b.mails[id] = m })
+				n++
+			}
+		}
+	})
+	return n
+}

@@ -31,6 +31,7 @@ var selfServiceCases = []struct {
 	{"FlowAttemptsBounded", testFlowAttempts},
 	{"FlowUsedOnce", testFlowUsedOnce},
 	{"FindUserByEmail", testFindUserByEmail},
+	{"Cleanup", testSelfServiceCleanup},
 }
 
 // RunSelfService runs the storage.MailStore and storage.AccountFlowStore
@@ -189,4 +190,40 @@ func testFindUserByEmail(t *testing.T, s SelfServiceStore) {
 	}
 	_, err = s.FindUserByEmail(ctx, "carol@example.test", "carol@example.test")
 	wantErr(t, "FindUserByEmail unknown", err, storage.ErrNotFound)
+}
+
+func testSelfServiceCleanup(t *testing.T, s SelfServiceStore) {
+	c, ok := s.(storage.Cleaner)
+	if !ok {
+		t.Skip("the store does not clean")
+	}
+	ctx := t.Context()
+	old := newFlow("old")
+	old.ExpiresAt = time.Now().Add(-time.Hour)
+	for _, f := range []*storage.AccountFlow{old, newFlow("live")} {
+		_, err := s.CreateAccountFlow(ctx, f)
+		noErr(t, "CreateAccountFlow", err)
+	}
+	var ids []int64
+	for _, id := range []string{"sent@x", "pending@x"} {
+		m := &storage.Mail{MessageID: id, Recipient: "r@example.test", Template: "t", GiveUpAt: time.Now().Add(time.Hour)}
+		noErr(t, "InsertMail", s.InsertMail(ctx, m))
+		ids = append(ids, m.ID)
+	}
+	_, err := s.FinishMail(ctx, ids[0], storage.MailSent, "")
+	noErr(t, "FinishMail", err)
+	later := time.Now().Add(time.Minute)
+	for kind, want := range map[string]int{storage.CleanupAccountFlows: 1, storage.CleanupMailOutbox: 1} {
+		n, err := c.DeleteExpired(ctx, kind, later, 10)
+		noErr(t, "DeleteExpired "+kind, err)
+		if n != want {
+			t.Errorf("DeleteExpired(%s) = %d, want %d", kind, n, want)
+		}
+	}
+	if _, err := s.GetAccountFlow(ctx, "live"); err != nil {
+		t.Errorf("a live flow was deleted: %v", err)
+	}
+	if _, err := s.GetMail(ctx, ids[1]); err != nil {
+		t.Errorf("a pending message was deleted: %v", err)
+	}
 }
