@@ -114,6 +114,11 @@ type Input struct {
 	RemoteIP string
 	// Action is the URL the form was posted to.
 	Action string
+	// KnownDevice reports whether this browser has signed in as username
+	// before (the flow's device cookie): a method's per-username back-off,
+	// which anyone's failures feed, need not hold back the person on their
+	// own browser. Nil means no.
+	KnownDevice func(username string) bool
 }
 
 // Result is a successful sign-in.
