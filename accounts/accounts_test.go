@@ -112,8 +112,11 @@ func TestSignUpVerifyCreatesVerifiedUser(t *testing.T) {
 	if _, err := e.people.Authenticate(ctx, "ann@example.test", "a long passphrase"); err != nil {
 		t.Fatalf("the chosen password does not sign in: %v", err)
 	}
-	if _, _, err := e.svc.VerifySignUp(ctx, p.Flow, accounts.Proof{Code: m.Code()}); !errors.Is(err, accounts.ErrCodeExpired) {
+	if _, _, err := e.svc.VerifySignUp(ctx, p.Flow, accounts.Proof{Code: m.Code()}); !errors.Is(err, accounts.ErrCodeUsed) {
 		t.Fatalf("a used code verified again: %v", err)
+	}
+	if _, app, err := e.svc.Describe(ctx, p.Flow, storage.FlowSignup); !errors.Is(err, accounts.ErrCodeUsed) || app.ReturnTo == "" {
+		t.Fatalf("Describe of a used flow: %v %+v", err, app)
 	}
 }
 
@@ -368,3 +371,27 @@ func (noOutbox) Enqueue(context.Context, mail.Message) (int64, error) {
 }
 
 var _ = storage.FlowSignup
+
+// Re-entering the password to delete is bounded per user: a stolen
+// session is no password oracle.
+func TestReauthBounded(t *testing.T) {
+	e := newEnv(t, accounts.LimitConfig{Reauth: accounts.Budget{N: 2, Per: time.Hour}})
+	ctx := context.Background()
+	u, err := e.people.Add(ctx, identity.NewUser{Username: "vic@example.test", Password: "the passphrase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := e.clock().Add(-time.Hour)
+	for i := range 2 {
+		if err := e.svc.DeleteAccount(ctx, u.Subject, old, "guess"); !errors.Is(err, accounts.ErrWrongPassword) {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	var le *accounts.LimitError
+	if err := e.svc.DeleteAccount(ctx, u.Subject, old, "the passphrase"); !errors.As(err, &le) || le.Limit != accounts.LimitReauth {
+		t.Fatalf("a third try: %v", err)
+	}
+	if _, err := e.people.Get(ctx, "vic@example.test"); err != nil {
+		t.Fatalf("the user was deleted past the limit: %v", err)
+	}
+}

@@ -22,7 +22,8 @@ func (s *Service) NeedsReauth(authTime time.Time) bool {
 // entries), and a confirmation queued to the user's address. The
 // username is free afterwards. A session whose sign-in is older than
 // ReauthWindow must present the password (ErrReauth without one,
-// ErrWrongPassword for a wrong one).
+// ErrWrongPassword for a wrong one, *LimitError after LimitReauth's
+// budget of tries).
 func (s *Service) DeleteAccount(ctx context.Context, subject string, authTime time.Time, password string) error {
 	st := s.cfg.Store
 	u, err := st.GetUserBySubject(ctx, subject)
@@ -35,6 +36,10 @@ func (s *Service) DeleteAccount(ctx context.Context, subject string, authTime ti
 	if s.NeedsReauth(authTime) {
 		if password == "" {
 			return ErrReauth
+		}
+		// A stolen session must not become a password oracle.
+		if err := s.cfg.Limits.Allow(ctx, LimitReauth, subject); err != nil {
+			return err
 		}
 		if _, err := s.cfg.People.Authenticate(ctx, u.Username, password); err != nil {
 			return ErrWrongPassword

@@ -20,6 +20,7 @@ const (
 	LimitMailAddress  = "mail_address"  // messages per recipient address
 	LimitMailSource   = "mail_source"   // messages per source address
 	LimitCodeAccount  = "code_account"  // guesses per address, across its codes
+	LimitReauth       = "reauth"        // password re-entries per user (deletion)
 )
 
 // Budget is N events per window (a token bucket of N refilled over Per).
@@ -31,7 +32,7 @@ type Budget struct {
 // LimitConfig sets the budgets; a zero Budget takes the default, a
 // negative N turns that limit off.
 type LimitConfig struct {
-	SignupSource, MailAddress, MailSource, CodeAccount Budget
+	SignupSource, MailAddress, MailSource, CodeAccount, Reauth Budget
 	// Limiter keeps the budgets (the server's, shared through Redis);
 	// nil: one of this process's own.
 	Limiter *limits.Limiter
@@ -81,6 +82,7 @@ func NewLimits(cfg LimitConfig) *Limits {
 			LimitMailAddress:  rate(cfg.MailAddress, 5, time.Hour),
 			LimitMailSource:   rate(cfg.MailSource, 30, time.Hour),
 			LimitCodeAccount:  rate(cfg.CodeAccount, 20, time.Hour),
+			LimitReauth:       rate(cfg.Reauth, 10, time.Hour),
 		},
 		lim: cfg.Limiter,
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "authd_account_limited_total",

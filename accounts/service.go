@@ -100,27 +100,30 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) SignupEnabled() bool   { return s.cfg.Signup }
 func (s *Service) RecoveryEnabled() bool { return s.cfg.Recovery }
 
-// Errors. Messages are for people; the pages show them.
+// Errors. Compare with errors.Is; the pages (package accountweb) put
+// them in words.
 var (
 	// ErrDisabled: the step is switched off.
-	ErrDisabled = errors.New("accounts: this is not available")
+	ErrDisabled = errors.New("accounts: switched off")
 	// ErrInvalidEmail: not one address.
-	ErrInvalidEmail = errors.New("Enter one email address, like name@example.com.")
+	ErrInvalidEmail = errors.New("accounts: not one email address")
 	// ErrInvalidForm: the form's one-time token is missing or malformed
-	// (a page from elsewhere); reload the form.
-	ErrInvalidForm = errors.New("This form has expired. Reload the page and try again.")
+	// (a page from elsewhere).
+	ErrInvalidForm = errors.New("accounts: invalid form token")
 	// ErrWrongCode: the code or link does not match (and guesses remain).
-	ErrWrongCode = errors.New("That code is not right. Check the message and try again.")
-	// ErrCodeExpired: no guesses left, too old, already used or unknown.
-	ErrCodeExpired = errors.New("This code has expired or was already used. Start again to get a new one.")
+	ErrWrongCode = errors.New("accounts: wrong code")
+	// ErrCodeExpired: no guesses left, too old, or unknown.
+	ErrCodeExpired = errors.New("accounts: code expired")
+	// ErrCodeUsed: the flow's code was used already (a repeated form).
+	ErrCodeUsed = errors.New("accounts: code already used")
 	// ErrAddressTaken: at verification, the address has an account (it was
-	// created meanwhile): shown only to whoever holds the code.
-	ErrAddressTaken = errors.New("This address already has an account. Sign in, or use \"Forgot password?\".")
+	// created meanwhile): told only to whoever holds the code.
+	ErrAddressTaken = errors.New("accounts: address taken")
 	// ErrReauth: deletion needs a sign-in within ReauthWindow: the
 	// password must be entered again.
-	ErrReauth = errors.New("Enter your password to confirm it is you.")
+	ErrReauth = errors.New("accounts: re-authentication required")
 	// ErrWrongPassword: the re-authentication failed.
-	ErrWrongPassword = errors.New("That password is not right.")
+	ErrWrongPassword = errors.New("accounts: wrong password")
 )
 
 // Pending is the answer to a step that sent a code: the flow to verify
@@ -224,6 +227,11 @@ func (s *Service) check(ctx context.Context, id, purpose string, p Proof) (*stor
 	}
 	f, err := s.cfg.Store.AttemptAccountFlow(ctx, id, s.cfg.Now(), MaxCodeAttempts)
 	if errors.Is(err, storage.ErrNotFound) {
+		// Only the message differs: a used code is a repeated form, which
+		// the page answers with where to go on.
+		if g, gerr := s.cfg.Store.GetAccountFlow(ctx, id); gerr == nil && !g.UsedAt.IsZero() {
+			return nil, ErrCodeUsed
+		}
 		return nil, ErrCodeExpired
 	}
 	if err != nil {
@@ -269,7 +277,7 @@ func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (
 	return st.Commit(tx)
 }
 
-// use marks the flow used inside tx, or fails with ErrCodeExpired (a
+// use marks the flow used inside tx, or fails with ErrCodeUsed (a
 // concurrent use won).
 func (s *Service) use(tx context.Context, id string) error {
 	ok, err := s.cfg.Store.UseAccountFlow(tx, id, s.cfg.Now())
@@ -277,7 +285,7 @@ func (s *Service) use(tx context.Context, id string) error {
 		return err
 	}
 	if !ok {
-		return ErrCodeExpired
+		return ErrCodeUsed // a concurrent use won
 	}
 	return nil
 }

@@ -124,17 +124,24 @@ func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.M
 }
 
 // Describe returns the pending flow id names, for its page: ErrCodeExpired
-// if it is unknown, used or expired.
+// if it is unknown or expired, ErrCodeUsed (with the App to go on to) if
+// its code was used.
 func (s *Service) Describe(ctx context.Context, id, purpose string) (Pending, App, error) {
 	if id == "" || len(id) > 64 {
 		return Pending{}, App{}, ErrCodeExpired
 	}
 	f, err := s.cfg.Store.GetAccountFlow(ctx, id)
-	if errors.Is(err, storage.ErrNotFound) || err == nil && (f.Purpose != purpose || !f.UsedAt.IsZero() || !s.cfg.Now().Before(f.ExpiresAt)) {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
 		return Pending{}, App{}, ErrCodeExpired
-	}
-	if err != nil {
+	case err != nil:
 		return Pending{}, App{}, err
+	case f.Purpose != purpose:
+		return Pending{}, App{}, ErrCodeExpired
+	case !f.UsedAt.IsZero():
+		return Pending{}, App{ClientID: f.ClientID, ReturnTo: f.ReturnTo}, ErrCodeUsed
+	case !s.cfg.Now().Before(f.ExpiresAt):
+		return Pending{}, App{}, ErrCodeExpired
 	}
 	return Pending{Flow: f.ID, Email: f.Email}, App{ClientID: f.ClientID, ReturnTo: f.ReturnTo}, nil
 }

@@ -70,10 +70,10 @@ func (h *Handler) emailVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	flow, token := q.Get("flow"), q.Get("token")
 	p, _, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowEmailChange)
+	changed := templates.FormData{Heading: "Your address was changed", Notice: "Your account uses " + u.Email + ".",
+		Links: []templates.Link{{Href: "/account", Text: "Back to your account"}}}
 	if err != nil {
-		if errors.Is(err, accounts.ErrCodeExpired) {
-			h.expired(w, PathEmail, err)
-		} else {
+		if !h.closed(w, err, PathEmail, changed) {
 			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
 		}
 		return
@@ -85,7 +85,9 @@ func (h *Handler) emailVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	got, err := h.cfg.Accounts.ConfirmEmailChange(r.Context(), u.Subject, flow, accounts.Proof{Code: q.Get("code"), Token: token})
 	if err != nil {
-		h.fail(w, r, d, err)
+		if !h.closed(w, err, PathEmail, changed) {
+			h.fail(w, r, d, err)
+		}
 		return
 	}
 	h.render(w, http.StatusOK, templates.FormData{Heading: "Your address was changed", Notice: "Your account now uses " + got.Email + ".",

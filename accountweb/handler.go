@@ -183,23 +183,41 @@ func (h *Handler) notFound(w http.ResponseWriter) {
 	h.render(w, http.StatusNotFound, templates.FormData{Heading: "Not found", Error: "There is no such page."})
 }
 
+// words are the service's errors as the pages say them.
+var words = []struct {
+	err  error
+	text string
+}{
+	{identity.ErrInvalidPassword, "Choose a password of 8 to 256 characters."},
+	{accounts.ErrInvalidEmail, "Enter one email address, like name@example.com."},
+	{accounts.ErrInvalidForm, "This form has expired. Reload the page and try again."},
+	{accounts.ErrWrongCode, "That code is not right. Check the message and try again."},
+	{accounts.ErrCodeExpired, "This code has expired. Start again to get a new one."},
+	{accounts.ErrCodeUsed, "This code was already used."},
+	{accounts.ErrAddressTaken, "This address already has an account. Sign in, or use \"Forgot password?\"."},
+	{accounts.ErrReauth, "Enter your password to confirm it is you."},
+	{accounts.ErrWrongPassword, "That password is not right."},
+}
+
 // fail shows d again with the error in words and its status.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, d templates.FormData, err error) {
 	status := http.StatusBadRequest
+	if errors.Is(err, accounts.ErrWrongPassword) {
+		status = http.StatusUnauthorized
+	}
+	for _, x := range words {
+		if errors.Is(err, x.err) {
+			d.Error = x.text
+			h.render(w, status, d)
+			return
+		}
+	}
 	var le *accounts.LimitError
 	switch {
 	case errors.As(err, &le):
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(le.RetryAfter, time.Second).Seconds()))))
 		d.Error = le.Error()
-	case errors.Is(err, identity.ErrInvalidPassword):
-		d.Error = "Choose a password of 8 to 256 characters."
-	case errors.Is(err, accounts.ErrWrongPassword):
-		status = http.StatusUnauthorized
-		d.Error = err.Error()
-	case errors.Is(err, accounts.ErrInvalidEmail), errors.Is(err, accounts.ErrInvalidForm), errors.Is(err, accounts.ErrWrongCode),
-		errors.Is(err, accounts.ErrCodeExpired), errors.Is(err, accounts.ErrAddressTaken), errors.Is(err, accounts.ErrReauth):
-		d.Error = err.Error()
 	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "2")

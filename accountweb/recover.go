@@ -68,10 +68,16 @@ func (h *Handler) recoverVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	flow, token := q.Get("flow"), q.Get("token")
 	p, app, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowRecovery)
+	changed := func(app accounts.App) templates.FormData {
+		d := templates.FormData{Heading: "Your password was changed",
+			Notice: "Every device that was signed in has been signed out. Sign in with your new password."}
+		if app.ReturnTo != "" {
+			d.Links = []templates.Link{{Href: app.ReturnTo, Text: "Sign in"}}
+		}
+		return d
+	}
 	if err != nil {
-		if errors.Is(err, accounts.ErrCodeExpired) {
-			h.expired(w, PathRecover, err)
-		} else {
+		if !h.closed(w, err, PathRecover, changed(app)) {
 			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
 		}
 		return
@@ -85,14 +91,11 @@ func (h *Handler) recoverVerify(w http.ResponseWriter, r *http.Request) {
 	if app.ClientID != "" {
 		name = h.cfg.ClientName(r.Context(), app.ClientID)
 	}
-	app, err = h.cfg.Accounts.Recover(r.Context(), flow, accounts.Proof{Code: q.Get("code"), Token: token}, q.Get("password"), name)
-	if err != nil {
-		h.fail(w, r, d, err)
+	if _, err := h.cfg.Accounts.Recover(r.Context(), flow, accounts.Proof{Code: q.Get("code"), Token: token}, q.Get("password"), name); err != nil {
+		if !h.closed(w, err, PathRecover, changed(app)) {
+			h.fail(w, r, d, err)
+		}
 		return
 	}
-	done := templates.FormData{Heading: "Your password was changed", Notice: "Every device that was signed in has been signed out. Sign in with your new password."}
-	if app.ReturnTo != "" {
-		done.Links = []templates.Link{{Href: app.ReturnTo, Text: "Sign in"}}
-	}
-	h.render(w, http.StatusOK, done)
+	h.render(w, http.StatusOK, changed(app))
 }

@@ -76,10 +76,30 @@ func (h *Handler) codeForm(w http.ResponseWriter, r *http.Request, action, flow,
 	return d
 }
 
-// expired is the page of a flow that can no longer be used.
-func (h *Handler) expired(w http.ResponseWriter, start string, err error) {
-	h.render(w, http.StatusBadRequest, templates.FormData{Heading: "This code can no longer be used", Error: err.Error(),
-		Links: []templates.Link{{Href: start, Text: "Start again"}}})
+// closed answers a flow whose code can no longer be used: expired (start
+// again), or used already (a repeated form: say where to go on, since
+// what the code did is done).
+func (h *Handler) closed(w http.ResponseWriter, err error, start string, used templates.FormData) bool {
+	switch {
+	case errors.Is(err, accounts.ErrCodeUsed):
+		h.render(w, http.StatusOK, used)
+	case errors.Is(err, accounts.ErrCodeExpired):
+		h.render(w, http.StatusBadRequest, templates.FormData{Heading: "This code can no longer be used",
+			Error: "This code has expired or had too many wrong tries. Start again to get a new one.",
+			Links: []templates.Link{{Href: start, Text: "Start again"}}})
+	default:
+		return false
+	}
+	return true
+}
+
+// next is where a finished flow goes on: the authorization request it
+// came from, else def.
+func next(app accounts.App, def string) string {
+	if app.ReturnTo != "" {
+		return app.ReturnTo
+	}
+	return def
 }
 
 // signupVerify: GET shows the code page; POST verifies, creates the user,
@@ -99,10 +119,12 @@ func (h *Handler) signupVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	flow, token := q.Get("flow"), q.Get("token")
 	p, app, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowSignup)
+	ready := func(app accounts.App) templates.FormData {
+		return templates.FormData{Heading: "Your account is ready", Notice: "This code was already used: the account exists.",
+			Links: []templates.Link{{Href: next(app, "/account"), Text: "Continue"}}}
+	}
 	if err != nil {
-		if errors.Is(err, accounts.ErrCodeExpired) {
-			h.expired(w, PathSignup, err)
-		} else {
+		if !h.closed(w, err, PathSignup, ready(app)) {
 			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
 		}
 		return
@@ -114,7 +136,9 @@ func (h *Handler) signupVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	u, app, err := h.cfg.Accounts.VerifySignUp(r.Context(), flow, accounts.Proof{Code: q.Get("code"), Token: token})
 	if err != nil {
-		h.fail(w, r, h.codeForm(w, r, PathSignupVerify, flow, "", p), err)
+		if !h.closed(w, err, PathSignup, ready(app)) {
+			h.fail(w, r, h.codeForm(w, r, PathSignupVerify, flow, "", p), err)
+		}
 		return
 	}
 	// The address is proved by the code (RFC 8176 "otp"); the password

@@ -292,6 +292,13 @@ func TestSelfServiceThroughThePages(t *testing.T) {
 	// The code signs the person in and the authorization request goes on:
 	// the app (first-party, https redirect) gets its code at once.
 	tok := s.exchange(ann.submit(codePage, url.Values{"code": {m.Code()}}), verifier)
+	// The code form posted again (a double click): the account is ready,
+	// and the page says where to go on, signed in.
+	if again := ann.submit(codePage, url.Values{"code": {m.Code()}}); again.status != http.StatusOK || !strings.Contains(again.body, "Your account is ready") {
+		t.Fatalf("the code posted again: %d %s", again.status, again.body)
+	} else if p := ann.get(ann.link(again, "Continue")); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, ssRedirect) {
+		t.Fatalf("continue after a repeated code: %d %s", p.status, p.location)
+	}
 	if c := claims(t, tok); c["email"] != addr || c["email_verified"] != true {
 		t.Fatalf("ID token claims after sign-up: %v", c)
 	}
