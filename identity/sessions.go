@@ -146,6 +146,17 @@ func (s *Service) UseSession(ctx context.Context, sessionID string) error {
 	return nil
 }
 
+// NoteClient records that clientID is being issued a code with openid for
+// the session, so that the session's end sends it a back-channel logout
+// (storage.SessionStore.NoteSessionClient). Run it in the transaction that
+// stores the code, after UseSession.
+func (s *Service) NoteClient(ctx context.Context, sessionID, clientID string) error {
+	if err := s.store.NoteSessionClient(ctx, sessionID, clientID); err != nil {
+		return fmt.Errorf("identity: note session client: %w", err)
+	}
+	return nil
+}
+
 // EndSession ends the session a reference names (sign-out in this
 // browser). Ending an unknown session succeeds.
 func (s *Service) EndSession(ctx context.Context, ref string) error {

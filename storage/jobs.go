@@ -200,6 +200,10 @@ const (
 	// CleanupMailOutbox deletes outbox rows that finished (sent or given
 	// up; their data was erased then) before the cutoff.
 	CleanupMailOutbox = "mail_outbox"
+	// CleanupLogoutDeliveries deletes back-channel logout deliveries that
+	// were delivered or given up before the cutoff (the caller passes now
+	// minus its retention, as for CleanupJobs).
+	CleanupLogoutDeliveries = "logout_deliveries"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

@@ -40,6 +40,8 @@ type config struct {
 
 	// accounts: self-service accounts and their mail (accounts.go).
 	accounts accountsConfig
+	// backchannel: back-channel logout delivery (backchannel.go).
+	backchannel backchannelConfig
 
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
@@ -74,6 +76,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.people.flags(fs)
 	c.keys.flags(fs)
 	c.accounts.flags(fs)
+	c.backchannel.flags(fs)
 }
 
 // validate checks every setting of serve and dev, before any I/O, and
@@ -141,6 +144,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	}
 	errs.add(c.people.validate())
 	errs.add(c.keys.validate())
+	errs.add(c.backchannel.validate())
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
 	errs.add(c.ops.validate(getenv))

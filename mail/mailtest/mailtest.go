@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -78,6 +79,8 @@ func Start(t testing.TB, decide func(n int, m Message) Action) *Server {
 	s.srv.AllowInsecureAuth = true
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
+	// Dropped and killed connections are what the tests do on purpose.
+	s.srv.ErrorLog = log.New(io.Discard, "", 0)
 	go func() { _ = s.srv.Serve(l) }()
 	t.Cleanup(func() { _ = s.srv.Close() })
 	return s

@@ -25,6 +25,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupSessions,
 	storage.CleanupAccountFlows,
 	storage.CleanupMailOutbox,
+	storage.CleanupLogoutDeliveries,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -66,6 +67,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return s.DeleteExpiredSessions(ctx, before, limit)
 	case storage.CleanupAccountFlows, storage.CleanupMailOutbox:
 		return s.deleteExpiredOutbox(ctx, kind, before, limit), nil
+	case storage.CleanupLogoutDeliveries:
+		return s.deleteFinishedLogouts(ctx, before, limit), nil
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -162,9 +162,10 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 	return sess, nil
 }
 
-// DeleteSession ends one session; a missing one is not an error.
+// DeleteSession ends one session and queues its back-channel logouts
+// (endSessionsSQL); a missing one is not an error.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	_, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	_, err := s.q(ctx).Exec(ctx, endSessionsSQL(`id = $1`), id)
 	return translate("delete session", err)
 }
 
@@ -188,13 +189,14 @@ func (s *Store) ListSessions(ctx context.Context, subject string, now time.Time)
 	return out, translate("list sessions", rows.Err())
 }
 
-// EndSessions deletes every session of subject.
+// EndSessions deletes every session of subject and queues their
+// back-channel logouts (endSessionsSQL).
 func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE subject = $1`, subject)
-	if err != nil {
+	var n int
+	if err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`subject = $1`), subject).Scan(&n); err != nil {
 		return 0, translate("end sessions", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // DeleteExpiredSessions deletes up to limit sessions invalid at now.
