@@ -50,7 +50,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newHarness(t *testing.T, giveUp time.Duration, decide func(n int, m mailtest.Message) mailtest.Action) *harness {
+func newHarness(t testing.TB, giveUp time.Duration, decide func(n int, m mailtest.Message) mailtest.Action) *harness {
 	t.Helper()
 	pool := pgtest.New(t)
 	h := &harness{store: postgres.New(pool), pool: pool, smtp: mailtest.Start(t, decide), logs: &syncBuffer{}}
@@ -66,7 +66,7 @@ func newHarness(t *testing.T, giveUp time.Duration, decide func(n int, m mailtes
 
 // worker returns a mail worker on its own deliverer; lease and a fast
 // backoff keep tests short.
-func (h *harness) worker(t *testing.T, id string, lease time.Duration) (*jobs.Worker, *Deliverer) {
+func (h *harness) worker(t testing.TB, id string, lease time.Duration) (*jobs.Worker, *Deliverer) {
 	t.Helper()
 	d, err := NewDeliverer(h.outbox, DelivererConfig{From: "authd <no-reply@example.test>",
 		Sender: NewSMTP(SMTPConfig{Host: h.smtp.Host, Port: h.smtp.Port, TLS: "opportunistic", Timeout: 5 * time.Second}),
@@ -82,14 +82,14 @@ func (h *harness) worker(t *testing.T, id string, lease time.Duration) (*jobs.Wo
 	return w, d
 }
 
-func run(t *testing.T, w *jobs.Worker) (stop func()) {
+func run(t testing.TB, w *jobs.Worker) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(ctx) }()
 	return func() { cancel(); <-done }
 }
 
-func (h *harness) send(t *testing.T, to, code string) *storage.Mail {
+func (h *harness) send(t testing.TB, to, code string) *storage.Mail {
 	t.Helper()
 	id, err := h.outbox.Send(context.Background(), Message{To: to, Template: TemplateSignupCode,
 		Data: Data{App: "Example", Code: code, Link: "https://login.example.test/signup/verify?t=x"}})
