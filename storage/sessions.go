@@ -88,4 +88,9 @@ type SessionStore interface {
 	// EndSessions ends every session of subject ("sign out everywhere") and
 	// returns how many there were. Tokens are not revoked.
 	EndSessions(ctx context.Context, subject string) (int, error)
+	// TrimSessions ends the sessions of subject beyond its keep newest
+	// (by CreatedAt, then ID), as EndSessions ends them (back-channel
+	// logouts queued), and returns how many it ended. Concurrent calls
+	// leave at most keep.
+	TrimSessions(ctx context.Context, subject string, keep int) (int, error)
 }

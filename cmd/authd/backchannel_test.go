@@ -148,7 +148,7 @@ func TestBackchannelKilledMidFanOut(t *testing.T) {
 	}
 
 	// Another process (or the restarted one) finishes the fan-out.
-	startAuthd(t, bin, freeAddr(t), procEnv, nil)
+	b := startAuthd(t, bin, freeAddr(t), procEnv, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var n int
@@ -162,6 +162,14 @@ func TestBackchannelKilledMidFanOut(t *testing.T) {
 			t.Fatalf("%d deliveries still pending", n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + b.ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := readAll(t, resp); !strings.Contains(m, `authd_backchannel_deliveries_total{result="delivered"} 9`) ||
+		!strings.Contains(m, "authd_backchannel_pending ") {
+		t.Errorf("process B's metrics lack its 9 deliveries or the pending gauge:\n%s", grepLines(m, "authd_backchannel"))
 	}
 	after := lc.snapshot()
 	for i := range apps {
@@ -239,4 +247,15 @@ func TestUsersSignOutQueuesLogouts(t *testing.T) {
 		list[0].EventID != list[1].EventID || list[0].SID == list[1].SID || list[0].Status != "pending" {
 		t.Fatalf("after users sign-out: %v %s", err, listed.String())
 	}
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -189,6 +189,37 @@ func (s *Store) endSessions(ctx context.Context, subject string) int {
 	return len(ended)
 }
 
+// TrimSessions ends the subject's sessions beyond its keep newest and
+// queues their back-channel logouts.
+func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
+	var n int
+	s.tx(func() {
+		var mine []storage.Session
+		for _, x := range s.sessions {
+			if x.Subject == subject {
+				mine = append(mine, x)
+			}
+		}
+		if len(mine) <= keep {
+			return
+		}
+		sort.Slice(mine, func(i, j int) bool {
+			if !mine[i].CreatedAt.Equal(mine[j].CreatedAt) {
+				return mine[i].CreatedAt.After(mine[j].CreatedAt)
+			}
+			return mine[i].ID < mine[j].ID
+		})
+		ended := mine[max(keep, 0):]
+		for _, x := range ended {
+			delete(s.sessions, x.ID)
+			s.record(ctx, func() { s.sessions[x.ID] = x })
+		}
+		s.queueLogouts(ctx, ended)
+		n = len(ended)
+	})
+	return n, nil
+}
+
 // DeleteExpiredSessions deletes up to limit sessions invalid at now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
 	n := 0

@@ -199,6 +199,18 @@ func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 	return n, nil
 }
 
+// TrimSessions ends the subject's sessions beyond its keep newest
+// (endSessionsSQL: their back-channel logouts are queued).
+func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
+	var n int
+	err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`id IN (SELECT id FROM sessions WHERE subject = $1
+		ORDER BY created_at DESC, id OFFSET $2)`), subject, keep).Scan(&n)
+	if err != nil {
+		return 0, translate("trim sessions", err)
+	}
+	return n, nil
+}
+
 // DeleteExpiredSessions deletes up to limit sessions invalid at now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit int) (int, error) {
 	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE id IN (

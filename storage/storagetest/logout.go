@@ -19,6 +19,81 @@ var logoutCases = []testCase{
 	{"LogoutConcurrentClaims", testLogoutConcurrentClaims},
 	{"LogoutNoteRacesSessionEnd", testLogoutNoteRace},
 	{"LogoutOnConsentWithdrawn", testLogoutConsent},
+	{"TrimSessions", testTrimSessions},
+	{"LogoutEndWaitsForNote", testLogoutEndWaits},
+}
+
+// testTrimSessions: the sessions beyond the newest keep end (oldest
+// first), their apps are told, other users' sessions stay, and racing
+// trims leave exactly keep.
+func testTrimSessions(t *testing.T, s Store) {
+	ctx := t.Context()
+	logoutClient(t, s, "rp-trim", "https://trim.example/logout")
+	u := mustUser(t, s, "trim-user")
+	other := mustUser(t, s, "trim-other")
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	for i := range 6 {
+		at := base.Add(time.Duration(i) * time.Second)
+		noErr(t, "CreateSession", s.CreateSession(ctx, &storage.Session{ID: fmt.Sprintf("trim-%d", i), Subject: u.Subject, AuthTime: at,
+			AMR: []string{"pwd"}, IdleExpiresAt: base.Add(time.Hour), ExpiresAt: base.Add(2 * time.Hour), CreatedAt: at, LastSeenAt: at}))
+	}
+	logoutSession(t, s, other, "trim-other-s")
+	noErr(t, "Note", s.NoteSessionClient(ctx, "trim-0", "rp-trim"))
+	n, err := s.TrimSessions(ctx, u.Subject, 4)
+	noErr(t, "TrimSessions", err)
+	if n != 2 {
+		t.Fatalf("TrimSessions ended %d, want 2", n)
+	}
+	for i, want := range []bool{false, false, true, true, true, true} {
+		_, err := s.GetSession(ctx, fmt.Sprintf("trim-%d", i), base)
+		if got := err == nil; got != want {
+			t.Errorf("session trim-%d alive=%v, want %v (the oldest end first)", i, got, want)
+		}
+	}
+	if _, err := s.GetSession(ctx, "trim-other-s", base); err != nil {
+		t.Errorf("another user's session ended: %v", err)
+	}
+	if ds := deliveries(t, s); len(ds) != 1 || ds[0].SID != "trim-0" || ds[0].ClientID != "rp-trim" {
+		t.Errorf("deliveries after the trim: %+v, want rp-trim told for trim-0", ds)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.TrimSessions(ctx, u.Subject, 1)
+			noErr(t, "racing TrimSessions", err)
+		}()
+	}
+	wg.Wait()
+	ss, err := s.ListSessions(ctx, u.Subject, base)
+	noErr(t, "ListSessions", err)
+	if len(ss) != 1 || ss[0].ID != "trim-5" {
+		t.Fatalf("after racing trims to 1: %d sessions, want the newest", len(ss))
+	}
+}
+
+// testLogoutEndWaits: a session's end that meets a code's transaction
+// holding the session (TouchSession, NoteSessionClient, not yet
+// committed) waits for it, and tells the client it noted.
+func testLogoutEndWaits(t *testing.T, s Store) {
+	ctx := t.Context()
+	logoutClient(t, s, "rp-x", "https://x.example/logout")
+	u := mustUser(t, s, "bcl-wait")
+	logoutSession(t, s, u, "s1")
+	tx, err := s.BeginTX(ctx)
+	noErr(t, "BeginTX", err)
+	_, err = s.TouchSession(tx, "s1", time.Now(), time.Hour)
+	noErr(t, "TouchSession", err)
+	noErr(t, "NoteSessionClient", s.NoteSessionClient(tx, "s1", "rp-x"))
+	ended := make(chan error, 1)
+	go func() { _, err := s.EndSessions(ctx, u.Subject); ended <- err }()
+	time.Sleep(100 * time.Millisecond) // PostgreSQL: EndSessions waits on the row lock
+	noErr(t, "Commit", s.Commit(tx))
+	noErr(t, "EndSessions", <-ended)
+	if ds := deliveries(t, s); len(ds) != 1 || ds[0].ClientID != "rp-x" {
+		t.Fatalf("deliveries %+v, want one to rp-x: the end did not see the note committed before it", ds)
+	}
 }
 
 // testLogoutConsent: withdrawing a consent signs the app out of every
@@ -293,7 +368,13 @@ func testLogoutNoteRace(t *testing.T, s Store) {
 			defer wg.Done()
 			<-start
 			id := fmt.Sprintf("rp-%02d", i)
-			tx, err := s.BeginTX(ctx)
+			// Half as the authorization endpoint does it: a deferred
+			// transaction whose writes go with COMMIT.
+			begin := s.BeginTX
+			if i%2 == 1 {
+				begin = s.BeginDeferredTX
+			}
+			tx, err := begin(ctx)
 			if err != nil {
 				t.Error(err)
 				return
@@ -326,6 +407,7 @@ func testLogoutNoteRace(t *testing.T, s Store) {
 	for _, d := range deliveries(t, s) {
 		got[d.ClientID] = true
 	}
+	t.Logf("%d of %d code transactions committed before or around the session's end", len(committed), n)
 	for id := range committed {
 		if !got[id] {
 			t.Errorf("client %s noted in a committed transaction got no delivery (%d committed, %d delivered)", id, len(committed), len(got))
