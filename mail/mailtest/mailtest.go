@@ -7,9 +7,16 @@ package mailtest
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log"
+	"math/big"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -45,6 +52,7 @@ type Message struct {
 	Subject   string
 	Body      string // decoded
 	Action    Action // what the server answered
+	TLS       bool   // the message came over TLS (STARTTLS or implicit)
 	Header    mail.Header
 }
 
@@ -65,9 +73,20 @@ type Server struct {
 // chooses the answer to the n-th message (0-based); nil accepts all.
 func Start(t testing.TB, decide func(n int, m Message) Action) *Server {
 	t.Helper()
+	return StartTLS(t, nil, false, decide)
+}
+
+// StartTLS is Start with TLS: with cfg and !implicit the server offers
+// STARTTLS; with implicit every connection is TLS from its first byte
+// (smtps).
+func StartTLS(t testing.TB, cfg *tls.Config, implicit bool, decide func(n int, m Message) Action) *Server {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if implicit {
+		l = tls.NewListener(l, cfg)
 	}
 	s := &Server{Addr: l.Addr().String(), decide: decide, notify: make(chan struct{}, 1)}
 	s.Host = "127.0.0.1"
@@ -77,6 +96,9 @@ func Start(t testing.TB, decide func(n int, m Message) Action) *Server {
 	}))
 	s.srv.Domain = "mailtest.localhost"
 	s.srv.AllowInsecureAuth = true
+	if !implicit {
+		s.srv.TLSConfig = cfg // STARTTLS is offered when set
+	}
 	s.srv.ReadTimeout = 10 * time.Second
 	s.srv.WriteTimeout = 10 * time.Second
 	// Dropped and killed connections are what the tests do on purpose.
@@ -163,6 +185,7 @@ func (x *session) Data(r io.Reader) error {
 		return err
 	}
 	m := Message{From: x.from, To: x.to}
+	_, m.TLS = x.c.TLSConnectionState()
 	if pm, err := mail.ReadMessage(bytes.NewReader(raw)); err == nil {
 		m.Header = pm.Header
 		m.MessageID = pm.Header.Get("Message-Id")
@@ -200,4 +223,29 @@ func (x *session) Data(r io.Reader) error {
 		return errors.New("mailtest: dropped")
 	}
 	return nil
+}
+
+// Certificate returns a self-signed certificate for 127.0.0.1 and a
+// client configuration that trusts only it.
+func Certificate(t testing.TB) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mailtest"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
+		&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 }
