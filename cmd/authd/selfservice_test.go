@@ -214,6 +214,13 @@ func TestSignupOff(t *testing.T) {
 	if p := b.get("/recover"); p.status != http.StatusOK {
 		t.Fatalf("GET /recover: %d", p.status)
 	}
+	// Email change and deletion are there for signed-in users (401 here:
+	// this browser is not signed in), not 404.
+	for _, path := range []string{"/account/email", "/account/delete"} {
+		if p := b.get(path); p.status != http.StatusUnauthorized {
+			t.Fatalf("GET %s with sign-up off: %d", path, p.status)
+		}
+	}
 }
 
 // TestMailSentAfterProcessKilledBeforeSend: an authd process commits a
