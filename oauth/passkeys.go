@@ -340,7 +340,7 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signe
 		return
 	}
 	d := templates.AccountData{Username: cur.user.Username, Notice: notice, Error: failure, CSRFToken: s.cookies.csrfToken(w, r),
-		MFA: s.accountMFA(w, r, cur)} // account_mfa.go
+		Accounts: s.accountLinks(), MFA: s.accountMFA(w, r, cur)} // accountpages.go, account_mfa.go
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}
