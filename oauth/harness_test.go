@@ -73,6 +73,8 @@ type harnessOpts struct {
 	dpopNonceOff bool
 	// accessLog receives the request log (nil: the server's default).
 	accessLog *slog.Logger
+	// logger is the server's log (nil: discarded).
+	logger *slog.Logger
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -114,10 +116,13 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.cache == nil && !cfg.DisableReplay {
 		o.cache = exchangecache.NewMemory()
 	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	app, err := newServerWith(cfg, oauth.Deps{
 		Store:     h.store,
 		Cache:     o.cache,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    o.logger,
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
 	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay})
