@@ -2,7 +2,6 @@ package clientadmin
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/idempotency"
+	"github.com/authd/authd/pagecursor"
 	"github.com/authd/authd/secrets"
 	"github.com/authd/authd/storage"
 )
@@ -367,7 +367,7 @@ func (s *Service) List(ctx context.Context, caller Caller, limit int, cursor str
 	if limit < 1 || limit > MaxListLimit {
 		return fail(newError(ErrInvalidRequest, fmt.Sprintf("limit must be between 1 and %d.", MaxListLimit)))
 	}
-	after, ok := decodeCursor(cursor)
+	after, ok := pagecursor.Decode("clients", cursor)
 	if !ok {
 		return fail(newError(ErrInvalidRequest, "The cursor is not valid; use next_cursor from the previous page."))
 	}
@@ -378,7 +378,7 @@ func (s *Service) List(ctx context.Context, caller Caller, limit int, cursor str
 	list := &ClientList{Clients: make([]*ClientInformation, 0, len(clients))}
 	if len(clients) > limit {
 		clients = clients[:limit]
-		list.NextCursor = encodeCursor(clients[limit-1].ID)
+		list.NextCursor = pagecursor.Encode("clients", clients[limit-1].ID)
 	}
 	for _, c := range clients {
 		list.Clients = append(list.Clients, clientInformation(c))
@@ -449,23 +449,6 @@ func (s *Service) finish(ctx context.Context, caller Caller, action, clientID st
 	err = translate(err)
 	s.audit(ctx, AuditEvent{Who: caller.String(), What: action, ClientID: clientID, IdempotencyKey: idempotencyKey, Replayed: replayed, Err: err})
 	return err
-}
-
-// encodeCursor returns the opaque cursor of the page after client_id after.
-func encodeCursor(after string) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{1}, after...))
-}
-
-// decodeCursor reverses encodeCursor; "" is the first page.
-func decodeCursor(cursor string) (string, bool) {
-	if cursor == "" {
-		return "", true
-	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(b) < 2 || b[0] != 1 {
-		return "", false
-	}
-	return string(b[1:]), true
 }
 
 // encodeInfo is the JSON of a result, with a final newline.

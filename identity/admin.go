@@ -2,12 +2,12 @@ package identity
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/authd/authd/idempotency"
+	"github.com/authd/authd/pagecursor"
 )
 
 // Admin runs an operator's operations on users (the admin API's
@@ -329,7 +329,7 @@ func (a *Admin) Page(ctx context.Context, limit int, cursor string) (UserPage, e
 	if limit < 1 || limit > MaxPageLimit {
 		return UserPage{}, ErrInvalidLimit
 	}
-	after, ok := decodeCursor(cursor)
+	after, ok := pagecursor.Decode("users", cursor)
 	if !ok {
 		return UserPage{}, ErrInvalidCursor
 	}
@@ -347,25 +347,8 @@ func (a *Admin) Page(ctx context.Context, limit int, cursor string) (UserPage, e
 			return UserPage{}, err
 		}
 		if len(more) > 0 {
-			page.NextCursor = encodeCursor(last)
+			page.NextCursor = pagecursor.Encode("users", last)
 		}
 	}
 	return page, nil
-}
-
-// encodeCursor returns the opaque cursor of the page after username.
-func encodeCursor(after string) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{1}, after...))
-}
-
-// decodeCursor reverses encodeCursor; "" is the first page.
-func decodeCursor(cursor string) (string, bool) {
-	if cursor == "" {
-		return "", true
-	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil || len(b) < 2 || b[0] != 1 || len(b) > 1+MaxUsernameLen {
-		return "", false
-	}
-	return string(b[1:]), true
 }

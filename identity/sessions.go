@@ -48,11 +48,22 @@ func sessionID(ref string) string {
 // the methods amr (RFC 8176, e.g. "pwd"), and returns the reference to put
 // in the cookie, and the session.
 func (s *Service) StartSession(ctx context.Context, subject string, amr []string) (string, Session, error) {
+	return s.StartSessionAt(ctx, subject, amr, time.Time{})
+}
+
+// StartSessionAt is StartSession for a user who authenticated at authTime
+// (an upstream provider's auth_time, say); zero, or a time after now,
+// means now.
+func (s *Service) StartSessionAt(ctx context.Context, subject string, amr []string, authTime time.Time) (string, Session, error) {
 	var b [refLen]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
 	ref := base64.RawURLEncoding.EncodeToString(b[:])
 	now := storage.NormalizeTime(s.opts.Now())
-	x := &storage.Session{ID: sessionID(ref), Subject: subject, AuthTime: now, AMR: amr,
+	at := now
+	if !authTime.IsZero() && authTime.Before(now) {
+		at = storage.NormalizeTime(authTime)
+	}
+	x := &storage.Session{ID: sessionID(ref), Subject: subject, AuthTime: at, AMR: amr,
 		IdleExpiresAt: now.Add(s.opts.SessionIdleTTL), ExpiresAt: now.Add(s.opts.SessionTTL),
 		CreatedAt: now, LastSeenAt: now}
 	if err := s.store.CreateSession(ctx, x); err != nil {

@@ -114,3 +114,24 @@ func TestLoopbackRedirectAnyPort(t *testing.T) {
 		t.Fatalf("unregistered loopback path: %d, redirect %v", p.status, p.loc)
 	}
 }
+
+// TestLoopbackRedirectBadPort: a loopback redirect whose port is not a
+// canonical TCP port (zero, out of range, a leading zero, empty) is no
+// registered redirect: an error page, never a redirect.
+func TestLoopbackRedirectBadPort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	res := h.admin(t, adminReq{method: "POST", path: "/admin/clients", body: `{"client_name":"Desktop",` +
+		`"redirect_uris":["http://127.0.0.1/callback","http://[::1]/callback"],"token_endpoint_auth_method":"none","skip_consent":true}`})
+	wantStatus(t, "register", res, http.StatusCreated, "")
+	id := res.str("client_id")
+	for _, redirect := range []string{"http://127.0.0.1:0/callback", "http://127.0.0.1:99999/callback",
+		"http://127.0.0.1:05000/callback", "http://127.0.0.1:/callback", "http://[::1]:0/callback", "http://[::1]:65536/callback",
+		"http://127.0.0.1:+80/callback"} {
+		conf := &oauth2.Config{ClientID: id, RedirectURL: redirect, Endpoint: oauth2.Endpoint{AuthURL: h.srv.URL + "/oauth2/authorize"}}
+		p := get(t, newBrowser(t), conf.AuthCodeURL("state-port", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+		if p.loc != nil || p.status != http.StatusBadRequest {
+			t.Errorf("%s: %d, redirect %v; want 400 and no redirect", redirect, p.status, p.loc)
+		}
+	}
+}

@@ -11,9 +11,16 @@ import (
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 )
+
+// LoginLimits configures how failed sign-ins are slowed down (the password
+// method's back-off, pwd.Limits); the name is kept for Config.LoginLimits.
+type LoginLimits = pwd.Limits
 
 // Config holds the server's settings. Durations are time.Duration values;
 // zero values are replaced by the defaults documented on each field.
@@ -74,6 +81,8 @@ type Config struct {
 	// cmd/authd hands it to the admin API (package adminapi).
 	IdempotencyKeyTTL time.Duration
 	// LoginLimits slows down failed sign-ins per username and client IP.
+	// The server does not use it: the password method (package
+	// signin/pwd) does, which cmd/authd builds with it.
 	LoginLimits LoginLimits
 	// TokenLimits rate-limits the token endpoint per authenticated
 	// client_id (zero value: off).
@@ -90,6 +99,8 @@ type Config struct {
 	// §6, require_pushed_authorization_requests for the whole server); a
 	// client can also require it for itself (client metadata).
 	RequirePAR bool
+	// PARLimits bounds pushes per client and per source address.
+	PARLimits PARLimits
 	// PKCERows also writes each code's PKCE session (RFC 7636 §4.4) to
 	// the PKCE session table, where authd before 2026-12 looked for it;
 	// this version keeps it in the code's own row (fositeStore). Set it
@@ -126,6 +137,9 @@ type Deps struct {
 	// Metrics are the server's metrics (NewMetrics), the ones the services
 	// above count into; nil: New makes its own.
 	Metrics *Metrics
+	// Limits keeps the abuse budgets, shared by every replica when it has
+	// a Redis; nil keeps them in this process.
+	Limits *limits.Limiter
 	// Cache is the exchange replay cache; nil disables replay.
 	Cache exchangecache.Cache
 	// Logger receives audit and error logs; default slog.Default().
@@ -139,6 +153,11 @@ type Deps struct {
 	// Passwords is People's password hasher (package password), whose
 	// slots the metrics show (authd_password_hash*); nil shows none.
 	Passwords *password.Hasher
+	// Methods are the sign-in methods, in the order the login page shows
+	// them (package signin; cmd/authd lists signin/pwd); at least one.
+	// A login form names its method in the "method" field; one that names
+	// none is "password".
+	Methods []signin.Method
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
 	// answer sent. It exists for crash tests (cmd/authd built with the
@@ -180,6 +199,7 @@ func (c *Config) applyDefaults() {
 	if c.ReplayWindow < 0 {
 		c.DisableReplay = true
 	}
+	c.PARLimits.applyDefaults()
 	if c.AuthFailureLimits.PerSecond == 0 {
 		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
 	}

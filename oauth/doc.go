@@ -9,7 +9,7 @@
 // here but on the operations listener (package ops).
 //
 // It is also the OpenID Provider (OpenID Connect Core, Discovery and
-// RP-Initiated Logout 1.0): discovery (endpoints.go), the JWKS (jwks.go),
+// RP-Initiated Logout 1.0): discovery (discovery.go), the JWKS (jwks.go),
 // ID tokens (idtoken.go), UserInfo (userinfo.go), the authentication
 // request parameters (prompt.go) and the end_session_endpoint
 // (endsession.go). ID tokens are signed by authd's own signer (package

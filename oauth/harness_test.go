@@ -22,9 +22,11 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/oauth/oauthtest"
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
@@ -75,6 +77,8 @@ type harnessOpts struct {
 	accessLog *slog.Logger
 	// logger is the server's log (nil: discarded).
 	logger *slog.Logger
+	// methods builds the sign-in methods (nil: the password method).
+	methods func(people *identity.Service, password signin.Method) []signin.Method
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -125,7 +129,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    o.logger,
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
-	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay})
+	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
 	if err != nil {
 		t.Fatal(err)
 	}

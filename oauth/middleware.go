@@ -61,7 +61,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			}
 			route := r.URL.Path
 			switch {
-			case knownRoutes[route]:
+			case knownRoutes[route], s.methods.routes[route]:
 			case s.admin != nil && strings.HasPrefix(route, "/admin/"):
 				if route = s.admin.Route(route); route == "" {
 					route = "other"

@@ -76,6 +76,12 @@ func (p parStorage) GetPARSession(ctx context.Context, requestURI string) (fosit
 	if !ok {
 		return nil, errors.New("oauth: unexpected pushed request type")
 	}
+	if front, ok := ctx.Value(parClientKey{}).(string); ok && (r.GetClient() == nil || r.GetClient().GetID() != front) {
+		// RFC 9126 §2.2: the request_uri is bound to the client that
+		// pushed it. Refused here, before fosite has a redirect_uri to
+		// send the error (and the pushed state) to: an error page.
+		return nil, errors.New("oauth: the request_uri was pushed by another client")
+	}
 	form := r.GetRequestForm()
 	ar := &fosite.AuthorizeRequest{Request: *r,
 		ResponseTypes:        fosite.RemoveEmpty(strings.Split(form.Get("response_type"), " ")),
@@ -87,6 +93,14 @@ func (p parStorage) GetPARSession(ctx context.Context, requestURI string) (fosit
 		ar.RedirectURI, _ = url.Parse(ru)
 	}
 	return ar, nil
+}
+
+// parClientKey carries the front channel's client_id to GetPARSession.
+type parClientKey struct{}
+
+// withPARClient tells GetPARSession which client opened the request_uri.
+func withPARClient(ctx context.Context, clientID string) context.Context {
+	return context.WithValue(ctx, parClientKey{}, clientID)
 }
 
 // DeletePARSession implements fosite.PARStorage: nothing; the request is
@@ -122,9 +136,21 @@ func (s *Server) handlePAR(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.chargePARSource(ctx, r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := requestBounds(r.PostForm); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ar, err := s.provider.NewPushedAuthorizeRequest(ctx, r)
 	if err != nil {
 		s.writeError(w, r, s.chargeAuthFailure(r, err))
+		return
+	}
+	if err := s.chargePARClient(ctx, ar.GetClient().GetID()); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if err := s.provider.pkce.ValidateAuthorizeRequest(ar); err != nil {

@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/ory/fosite"
-
-	"github.com/authd/authd/storage"
 )
 
 // authnParams are the OpenID Connect authentication request parameters
@@ -60,35 +58,4 @@ func (s *Server) authnParamsOf(r *http.Request, ar fosite.AuthorizeRequester) (a
 		p.loginHint = ""
 	}
 	return p, nil
-}
-
-// reauthenticate reports whether the signed-in user must sign in again
-// before a code is issued: prompt=login, or an authentication older than
-// max_age (Core §3.1.2.1), or an id_token_hint for another user.
-func (s *Server) reauthenticate(p authnParams, cur signedIn) bool {
-	if p.prompt["login"] {
-		return true
-	}
-	if p.maxAge >= 0 && s.now().Sub(cur.session.AuthTime).Seconds() > float64(p.maxAge) {
-		return true
-	}
-	return p.hint != nil && p.hint.Subject != cur.user.Subject
-}
-
-// silentAuthorize answers prompt=none (Core §3.1.2.1): no page is ever
-// shown; the outcome is a code or an error redirected to the client:
-// login_required (no session, max_age exceeded, or an id_token_hint for
-// another user), consent_required, or interaction_required where the RFC
-// 8252 §8.6 one-tap page would be needed.
-func (s *Server) silentAuthorize(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, client *storage.Client, p authnParams, cur signedIn, isSignedIn bool) {
-	switch {
-	case !isSignedIn || s.reauthenticate(p, cur):
-		s.writeAuthorizeError(w, ar, fosite.ErrLoginRequired.WithHint("The user is not signed in, or must sign in again."))
-	case s.needsConsent(r.Context(), client, cur, ar):
-		s.writeAuthorizeError(w, ar, fosite.ErrConsentRequired.WithHint("The user has not consented to this app's request."))
-	case !(s.cfg.SilentSSO == SilentSSOAssured && identityAssured(client.IsPublic(), ar.GetRedirectURI())):
-		s.writeAuthorizeError(w, ar, fosite.ErrInteractionRequired.WithHint("This app's identity is not assured: the user must confirm with a tap (RFC 8252 Section 8.6)."))
-	default:
-		s.issueCode(r.Context(), w, ar, cur)
-	}
 }

@@ -35,6 +35,13 @@ func duplicateParam(rawQuery string) string {
 // path and query are compared as sent and as registered: never decoded,
 // never case-folded.
 func redirectRegistered(registered []string, requested string) bool {
+	if looksLoopback(requested) {
+		if _, ok := splitLoopback(requested); !ok {
+			// A loopback port that is not a canonical port (":0",
+			// ":99999", ":05000", ":") is no port an app listens on.
+			return false
+		}
+	}
 	for _, reg := range registered {
 		if reg == requested {
 			return true
@@ -78,18 +85,33 @@ func splitLoopback(raw string) (loopbackParts, bool) {
 	default:
 		return loopbackParts{}, false
 	}
-	if port != "" {
-		if port[0] != ':' || len(port) > 6 {
-			return loopbackParts{}, false
-		}
-		for _, c := range port[1:] {
-			if c < '0' || c > '9' {
-				return loopbackParts{}, false
-			}
-		}
+	if port != "" && (port[0] != ':' || !canonicalPort(port[1:])) {
+		return loopbackParts{}, false
 	}
 	p.host, p.rest = host, rest
 	return p, true
+}
+
+// looksLoopback reports whether raw claims a loopback host, so that a bad
+// port is refused rather than compared.
+func looksLoopback(raw string) bool {
+	return strings.HasPrefix(raw, "http://127.0.0.1:") || strings.HasPrefix(raw, "http://[::1]:")
+}
+
+// canonicalPort reports whether s is a TCP port as an app would print it:
+// 1–65535 in decimal, no sign, no leading zero, not empty.
+func canonicalPort(s string) bool {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return false
+	}
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n >= 1 && n <= 65535
 }
 
 // identityAssured reports whether the client receiving a code at

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gorilla/mux"
+
+	"github.com/authd/authd/web/templates"
 )
 
 // Endpoint paths, advertised in the RFC 8414 metadata.
@@ -58,6 +60,10 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
+	// The sign-in methods' own routes, under /signin/NAME/ (signin.go).
+	s.mountMethods(func(method, path string, h http.Handler) {
+		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
+	})
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
@@ -135,4 +141,20 @@ func endSessionByPost(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (s *Server) handleCSS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(templates.CSS)
+}
+
+func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "error_description": "No such endpoint."})
+}
+
+func (s *Server) handleMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	writeJSON(w, http.StatusMethodNotAllowed, map[string]string{
+		"error": "invalid_request", "error_description": errorDescription("The HTTP method " + r.Method + " is not allowed on this endpoint.")})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/web/templates"
@@ -52,10 +53,11 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	loginLimit  *loginLimiter
+	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
-	adminTokens adminTokens // for introspection
-	admin       AdminAPI    // under /admin/ (MountAdmin); nil: none
+	limits      *limits.Limiter // abuse budgets (Deps.Limits)
+	adminTokens adminTokens     // for introspection
+	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
@@ -75,6 +77,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		return nil, errors.New("oauth: Deps.Keys is required")
 	case deps.DPoP.Token == nil || deps.DPoP.Resource == nil:
 		return nil, errors.New("oauth: Deps.DPoP.Token and Deps.DPoP.Resource are required")
+	}
+	methods, err := newMethodSet(deps.Methods)
+	if err != nil {
+		return nil, err
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
@@ -105,6 +111,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		dpopToken:    deps.DPoP.Token,
 		dpopResource: deps.DPoP.Resource,
 		keys:         deps.Keys,
+		methods:      methods,
 	}
 	s.security = s.metrics.SecurityEvents(deps.Logger)
 	if deps.Passwords != nil {
@@ -125,9 +132,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
 	}
-	s.loginLimit = newLoginLimiter(cfg.LoginLimits, deps.Now)
 	s.clientLimit = newClientLimiter(cfg.TokenLimits)
 	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
+	s.limits = deps.Limits
+	if s.limits == nil {
+		s.limits = limits.New(limits.Options{Now: deps.Now, Logger: deps.Logger})
+	}
 	s.adminTokens = newAdminTokens(cfg.Secret, cfg.AdminTokens)
 	s.handler = s.routes()
 	return s, nil

@@ -26,7 +26,7 @@ type Store interface {
 	fositestorage.Transactional
 	// Pushed authorization requests (par.go).
 	storage.PARStore
-	// The exchange (exchange.go) and a code's issue (authorize.go): their
+	// The exchange (exchange.go) and a code's issue (code.go): their
 	// transactions, the replay record, whether a grant is still live.
 	storage.Batcher
 	storage.GrantChecker

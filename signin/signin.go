@@ -94,6 +94,10 @@ type Page struct {
 	// Invalid marks a failed attempt of this method (focus and
 	// aria-invalid on its inputs).
 	Invalid bool
+	// ErrorID is the id of the page's message when it shows one (a
+	// failure, "please sign in again"), for aria-describedby; "" when
+	// there is none.
+	ErrorID string
 }
 
 // Input is one POST of the login form for a method.

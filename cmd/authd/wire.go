@@ -12,6 +12,8 @@ import (
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
@@ -37,6 +39,8 @@ type backends struct {
 //     starting at once create one generation between them);
 //   - the DPoP verifiers: the token endpoint's with server nonces
 //     (AUTHD_DPOP_NONCE), UserInfo's without (RFC 9449 §7);
+//   - the sign-in methods (package signin): the password method
+//     (signin/pwd, with the login back-off);
 //   - the admin API (package adminapi), mounted under /admin/.
 //
 // The revocation store and the verifiers count their fail-open events into
@@ -71,7 +75,9 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		Token:    dpop.NewVerifier(dpop.Options{Nonces: nonces, Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
 		Resource: dpop.NewVerifier(dpop.Options{Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
 	}
-	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics,
+	// The sign-in methods, in the login page's order.
+	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
+	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
 		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
 		return nil, nil, usagef("%v", err)

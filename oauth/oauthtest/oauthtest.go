@@ -17,6 +17,8 @@ import (
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
@@ -27,6 +29,10 @@ type Services struct {
 	ClientCacheTTL time.Duration    // the client cache (0: off)
 	DPoPNonceOff   bool             // DPoP proofs need no server nonce
 	DPoPReplay     dpop.ReplayStore // the DPoP jti store (nil: in memory)
+	// Methods builds the sign-in methods over the identity service and
+	// the password method serve registers (Deps.Methods); nil: that
+	// password method alone. Ignored when deps.Methods is set.
+	Methods func(people *identity.Service, password signin.Method) []signin.Method
 }
 
 // NewServer is the tests' oauth.New: deps.Store is the backend (a
@@ -56,6 +62,13 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	people := identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
 		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
 	deps.People = people
+	if len(deps.Methods) == 0 {
+		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Logger: deps.Logger, Now: deps.Now})
+		deps.Methods = []signin.Method{pw}
+		if sv.Methods != nil {
+			deps.Methods = sv.Methods(people, pw)
+		}
+	}
 	keys, err := signing.New(backend, signing.Config{Secret: cfg.Secret, TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger})
 	if err != nil {
 		return nil, err

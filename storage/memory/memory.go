@@ -2,7 +2,7 @@
 //
 // All state sits behind one mutex; every method runs its body inside
 // s.tx(func()) like dex's memory storage. Requests are stored as encoded
-// storage.Records and clients and users as copies, so no caller object is
+// storage.Record values and clients and users as copies, so no caller object is
 // ever aliased.
 //
 // Transactions (BeginTX/Commit/Rollback) keep an undo log: writes apply

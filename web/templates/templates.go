@@ -44,17 +44,18 @@ func Parse() *Pages {
 type LoginData struct {
 	Title      string
 	ClientName string
-	// Action is the URL the form posts to (the authorization request URL).
-	Action    string
-	CSRFToken string
-	// Username is echoed back after a failed attempt; never the password.
-	Username string
-	// Error is a message for the user, e.g. "Wrong username or password."
+	// Error is a message for the user, e.g. "Wrong username or password.",
+	// shown with the id LoginErrorID (which the methods' inputs name in
+	// aria-describedby).
 	Error string
-	// Invalid marks the inputs aria-invalid and puts the focus on the
-	// password field (after a wrong password).
-	Invalid bool
+	// Methods are the sign-in methods' parts of the page, in order
+	// (signin.Method.Render: each method's HTML comes from its own
+	// template, escaped there).
+	Methods []template.HTML
 }
+
+// LoginErrorID is the id of the login page's error message.
+const LoginErrorID = "login-error"
 
 // ConsentData is the data of the consent page.
 type ConsentData struct {

@@ -1,0 +1,108 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/ory/fosite"
+
+	"github.com/authd/authd/identity"
+	"github.com/authd/authd/storage"
+)
+
+// newSession returns the fosite session stored with codes and tokens
+// (token and introspection requests pass newSession("") to decode into).
+func newSession(subject string) *fosite.DefaultSession {
+	return &fosite.DefaultSession{Subject: subject, Username: subject}
+}
+
+// userSession is the fosite session of a code issued to a signed-in user:
+// the subject, the username at the time, and (in Extra) the browser session
+// it came from ("sid") and when the user authenticated ("auth_time"), for
+// OpenID Connect and for revocation by session.
+func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
+	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(),
+	}}
+}
+
+// issueCode grants the requested scopes (already checked against the
+// client's by fosite) and redirects with the code, state and iss.
+//
+// The code is stored in one transaction with the use of the browser
+// session (identity.UseSession): if a sign-out, disable or password change
+// ended the session meanwhile, the transaction rolls back and no code
+// exists. One commit per code, as before server-side sessions.
+func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, cur signedIn) {
+	for _, scope := range ar.GetRequestedScopes() {
+		ar.GrantScope(scope)
+	}
+	// One transaction; the code (its row is also its PKCE session) and
+	// the session's use are queued and go to PostgreSQL with COMMIT
+	// (storage.Batcher).
+	tx, err := s.store.BeginDeferredTX(ctx)
+	if err != nil {
+		s.log.Error("begin", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+		return
+	}
+	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
+	sess := userSession(cur.user, cur.session)
+	// OpenID Connect Core §3.1.2.1: the nonce is echoed in the ID token.
+	if n := ar.GetRequestForm().Get("nonce"); n != "" {
+		sess.Extra["nonce"] = n
+	}
+	// RFC 9449 §10: dpop_jkt binds the code to a DPoP key; the exchange
+	// must then present a proof from it (bind, dpop.go).
+	if jkt := ar.GetRequestForm().Get("dpop_jkt"); jkt != "" {
+		if !jktRe.MatchString(jkt) {
+			s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("dpop_jkt must be a base64url SHA-256 JWK thumbprint (RFC 9449 Section 10, RFC 7638)."))
+			return
+		}
+		sess.Extra[extraDPoPJKT] = jkt
+	}
+	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
+	if err != nil {
+		s.writeAuthorizeError(w, ar, err)
+		return
+	}
+	if uri, pushed := isPAR(ar); pushed {
+		// RFC 9126 §4: one code per pushed request, decided by a
+		// conditional write in this transaction (par.go).
+		if err := s.store.UsePARRequest(tx, s.provider.par.signature(uri)); err != nil {
+			if errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrNotFound) {
+				s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequestURI.WithHint("The request_uri was already used (RFC 9126 Section 4)."))
+				return
+			}
+			s.log.Error("use pushed request", "error", err)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
+	}
+	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
+		if !errors.Is(err, identity.ErrNoSession) {
+			s.log.Error("use session", "error", err)
+			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+			return
+		}
+		s.cookies.clearSession(w)
+		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	}
+	if err := s.store.Commit(tx); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			// The session's use was queued (UseSession): it ended
+			// meanwhile (or the client was deleted); no code exists.
+			s.cookies.clearSession(w)
+			s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+			return
+		}
+		s.log.Error("commit code", "error", err)
+		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
+		return
+	}
+	// RFC 9207 §2: the authorization response carries the issuer.
+	resp.AddParameter("iss", s.cfg.Issuer)
+	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
