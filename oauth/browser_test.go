@@ -243,7 +243,7 @@ func newChromium(t *testing.T, execPath string) (context.Context, *netLog) {
 		t.Fatal("no browser slot within 10 minutes")
 	}
 	t.Cleanup(func() { <-browserSlot }) // after the browser has exited (cleanups run LIFO)
-	profile := t.TempDir() // removed after the browser has exited (cleanups run LIFO)
+	profile := t.TempDir()              // removed after the browser has exited (cleanups run LIFO)
 	out := &lockedBuffer{}
 	ctx, cancelTimeout := context.WithTimeout(context.Background(), browserTimeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
