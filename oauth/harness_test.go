@@ -77,6 +77,8 @@ type harnessOpts struct {
 	accessLog *slog.Logger
 	// logger is the server's log (nil: discarded).
 	logger *slog.Logger
+	// now is the server's clock (nil: time.Now).
+	now func() time.Time
 	// methods builds the sign-in methods (nil: the password method).
 	methods func(people *identity.Service, password signin.Method) []signin.Method
 }
@@ -129,6 +131,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    o.logger,
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
+		Now:       o.now,
 	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
 	if err != nil {
 		t.Fatal(err)
