@@ -182,6 +182,12 @@ func (r *Redis) fail(err error) error {
 	return err
 }
 
+// ReportFailure reports err, a failure of Redis found outside the cache's
+// own calls (authd's readiness check, ops.RedisHealth), through the same
+// warning as the cache's calls: at most one per WarnEvery for both. It
+// returns err.
+func (r *Redis) ReportFailure(err error) error { return r.fail(err) }
+
 // redisKey returns the Redis key for a cache key.
 func (r *Redis) redisKey(key string) string {
 	return r.opts.Prefix + "{" + key + "}"

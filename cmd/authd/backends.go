@@ -122,19 +122,25 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 	}
 	// The DPoP jti store (one SET NX per proof) shares the pipeliner.
 	cache := exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log})
-	return healthyCache{Cache: cache, health: health}, dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
+	return healthyCache{Redis: cache, health: health}, dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
 }
 
 // healthyCache is the Redis replay cache whose Ping is ops.RedisHealth's:
 // /readyz and authd_dependency_up read it (startOps), and so does the
-// first ping at startup.
+// first ping at startup. A failure is logged by the cache's own warning,
+// so that readiness and exchanges share one warning per 10 s.
 type healthyCache struct {
-	exchangecache.Cache
+	*exchangecache.Redis
 	health *ops.RedisHealth
 }
 
 // Ping implements ops.Pinger.
-func (c healthyCache) Ping(ctx context.Context) error { return c.health.Ping(ctx) }
+func (c healthyCache) Ping(ctx context.Context) error {
+	if err := c.health.Ping(ctx); err != nil {
+		return c.ReportFailure(err)
+	}
+	return nil
+}
 
 // parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
 // one setting chooses the topology:
