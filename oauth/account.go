@@ -55,6 +55,9 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}
+	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil { // passkeys.go
+		s.log.Error("list passkeys", "error", err)
+	}
 	if err := s.pages.Account(w, d); err != nil {
 		s.log.Error("render account", "error", err)
 	}

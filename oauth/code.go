@@ -23,7 +23,7 @@ func newSession(subject string) *fosite.DefaultSession {
 // OpenID Connect and for revocation by session.
 func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
 	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
-		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(),
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(), "amr": bs.AMR,
 	}}
 }
 
@@ -88,6 +88,9 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		}
 		s.cookies.clearSession(w)
 		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	}
+	if !s.noteSessionClient(tx, w, ar, cur) {
 		return
 	}
 	if err := s.store.Commit(tx); err != nil {

@@ -25,6 +25,7 @@ type idTokenClaims struct {
 	Expires       int64    `json:"exp"`
 	IssuedAt      int64    `json:"iat"`
 	AuthTime      int64    `json:"auth_time,omitempty"`
+	AMR           []string `json:"amr,omitempty"`
 	Nonce         string   `json:"nonce,omitempty"`
 	ATHash        string   `json:"at_hash,omitempty"`
 	SID           string   `json:"sid,omitempty"`
@@ -98,7 +99,7 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Issuer: x.issuer, Subject: sess.Subject,
 		Audience: []string{req.client.GetID()}, AZP: req.client.GetID(),
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
-		AuthTime: authTime, Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
+		AuthTime: authTime, AMR: sessionAMR(ar), Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {
 		if u, err := x.users.GetUserBySubject(ctx, sess.Subject); err == nil {

@@ -64,6 +64,7 @@ func (s *Server) routes() http.Handler {
 	s.mountMethods(func(method, path string, h http.Handler) {
 		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
 	})
+	s.passkeyRoutes(r, html) // passkeys.go
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}

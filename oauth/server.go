@@ -57,6 +57,7 @@ type Server struct {
 	devices     deviceCodec     // browsers that signed in as a username before
 	adminTokens adminTokens     // for introspection
 	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
+	passkeys    Passkeys        // the account page's passkeys (MountPasskeys); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the

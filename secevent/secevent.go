@@ -50,6 +50,9 @@ type Event struct {
 	Subject  string // the user's sub, where known
 	GrantID  string // the grant's request id (what revocation ends)
 	Source   string // the request's peer address
+	// Credential is the public id of the credential concerned (a passkey's
+	// credential id, base64url), where there is one.
+	Credential string
 }
 
 // Recorder writes events. The zero value and a nil *Recorder record
@@ -90,7 +93,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 		r.count.WithLabelValues(string(e.Kind)).Inc()
 	}
 	attrs := []slog.Attr{slog.String("event", string(e.Kind))}
-	for _, f := range []struct{ k, v string }{{"client_id", e.ClientID}, {"sub", e.Subject}, {"grant_id", e.GrantID}, {"source", e.Source}} {
+	for _, f := range []struct{ k, v string }{{"client_id", e.ClientID}, {"sub", e.Subject}, {"grant_id", e.GrantID}, {"source", e.Source}, {"credential_id", e.Credential}} {
 		if f.v != "" {
 			attrs = append(attrs, slog.String(f.k, f.v))
 		}

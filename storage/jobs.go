@@ -194,6 +194,15 @@ const (
 	// CleanupReplayRecords deletes durable replay records whose window
 	// closed (docs/architecture.md, "The exchange").
 	CleanupReplayRecords = "replay_records"
+	// CleanupLogoutDeliveries deletes back-channel logout deliveries that
+	// were delivered or given up before the cutoff (the caller passes now
+	// minus its retention, as for CleanupJobs).
+	CleanupLogoutDeliveries = "logout_deliveries"
+	// CleanupPasskeyCeremonies deletes passkey ceremonies never answered
+	// (a sign-in page's autofill request, a closed tab) once expired.
+	CleanupPasskeyCeremonies = "passkey_ceremonies"
+	// CleanupPasskeyLinks deletes enrolment links that expired unused.
+	CleanupPasskeyLinks = "passkey_links"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

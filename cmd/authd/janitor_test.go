@@ -331,8 +331,8 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != 10 { // 8 kinds of token, record and job rows + browser sessions + pushed requests
-		t.Errorf("%d janitor kinds ran, want 10", kinds)
+	if kinds != 13 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + passkey ceremonies and links
+		t.Errorf("%d janitor kinds ran, want 13", kinds)
 	}
 
 	for i, p := range procs {

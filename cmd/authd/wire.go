@@ -10,6 +10,7 @@ import (
 	"github.com/authd/authd/exchangecache"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
@@ -58,7 +59,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	passwords := password.New(password.Options{Concurrency: c.people.PasswordHashConcurrency})
 	people := identity.New(revoking, identity.Options{SessionTTL: oc.SessionTTL, SessionIdleTTL: oc.SessionIdleTTL,
-		Passwords: passwords, Logger: log})
+		Passwords: passwords, Logger: log, MaxSessions: c.people.MaxSessions})
 	keys, err = signing.New(b.store, c.keys.signingConfig(c.Secret, log))
 	if err != nil {
 		return nil, nil, usagef("%v", err)
@@ -77,6 +78,13 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	// The sign-in methods, in the login page's order.
 	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
+	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log, metrics.SecurityEvents(log)) // passkeys.go
+	if err != nil {
+		return nil, nil, err
+	}
+	if passkeys != nil {
+		methods = append(methods, passkeyweb.New(passkeys))
+	}
 	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
 		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
@@ -86,10 +94,13 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Logger: log})
+		Store: revoking, People: people, Passkeys: passkeys, Logger: log})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	srv.MountAdmin(admin)
+	if passkeys != nil {
+		srv.MountPasskeys(passkeys)
+	}
 	return srv, keys, nil
 }

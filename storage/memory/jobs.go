@@ -22,7 +22,10 @@ var memoryCleanupKinds = []string{
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
+	storage.CleanupPasskeyCeremonies,
+	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
+	storage.CleanupLogoutDeliveries,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -62,6 +65,12 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupLogoutDeliveries:
+		return s.deleteFinishedLogouts(ctx, before, limit), nil
+	case storage.CleanupPasskeyCeremonies:
+		return s.DeleteExpiredCeremonies(ctx, before, limit)
+	case storage.CleanupPasskeyLinks:
+		return s.deleteExpiredLinks(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -56,6 +56,11 @@ type Store struct {
 	consents map[consentKey]storage.Consent
 	jtis     map[string]time.Time
 
+	// rpClients and logouts: the clients noted per session and the
+	// back-channel logout outbox (logout.go).
+	rpClients map[string][]string
+	logouts   []*storage.LogoutDelivery
+
 	codes   table
 	access  table
 	refresh table
@@ -74,6 +79,9 @@ type Store struct {
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).
 	signingKeys []storage.SigningKey
+	// passkeys, their ceremonies and enrolment links (passkeys.go),
+	// created on first use.
+	passkeys passkeyTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.
@@ -98,6 +106,8 @@ func New() *Store {
 		pkce:     table{},
 		par:      table{},
 		now:      time.Now,
+
+		rpClients: map[string][]string{},
 
 		revokedGrants: map[string]bool{},
 		replays:       map[string]storage.ReplayRecord{},
