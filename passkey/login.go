@@ -17,6 +17,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -105,6 +106,10 @@ func (s *Service) FinishLogin(ctx context.Context, binding string, answer []byte
 		return identity.User{}, ErrUnknown // removed or disabled meanwhile
 	case err != nil:
 		return identity.User{}, fmt.Errorf("passkey: record use: %w", err)
+	case use == storage.PasskeyCloned && s.opts.Security != nil:
+		s.opts.Security.Record(ctx, secevent.Event{Kind: secevent.SignCountRegression, Subject: u.Subject,
+			Credential: base64.RawURLEncoding.EncodeToString(p.ID)})
+		return identity.User{}, ErrCloned
 	case use == storage.PasskeyCloned:
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("what", AuditCloneSuspected),
 			slog.String("sub", u.Subject), slog.String("credential_id", base64.RawURLEncoding.EncodeToString(p.ID)),

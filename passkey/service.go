@@ -19,6 +19,7 @@ import (
 	fositestorage "github.com/ory/fosite/storage"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Security, when set, records a sign count that went backwards as the
+	// security event sign_count_regression (its one log line and its
+	// count) in place of the audit line; nil logs the audit line.
+	Security *secevent.Recorder
 }
 
 // Defaults.
