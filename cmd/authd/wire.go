@@ -102,5 +102,8 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	if passkeys != nil {
 		srv.MountPasskeys(passkeys)
 	}
+	if err := mountAccounts(c, b.store, revoking, people, passwords, srv, log); err != nil {
+		return nil, nil, err
+	}
 	return srv, keys, nil
 }
