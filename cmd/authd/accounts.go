@@ -13,6 +13,7 @@ import (
 	"github.com/authd/authd/accountweb"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/jobs"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/mail"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
@@ -155,7 +156,7 @@ type accountStore struct {
 // mountAccounts builds the accounts service and its pages and mounts them
 // on srv, when mail can be sent.
 func mountAccounts(c config, backend storage.Store, revoking revocation.Store, people *identity.Service,
-	passwords *password.Hasher, srv *oauth.Server, log *slog.Logger) error {
+	passwords *password.Hasher, budgets *limits.Limiter, srv *oauth.Server, log *slog.Logger) error {
 	a := c.accounts
 	if !a.enabled() {
 		return nil
@@ -167,7 +168,7 @@ func mountAccounts(c config, backend storage.Store, revoking revocation.Store, p
 	svc, err := accounts.New(accounts.Config{Secret: []byte(c.Secret), Store: accountStore{Store: revoking, AccountFlowStore: ms},
 		Outbox: outbox, People: people, Passwords: passwords, LinkBase: c.Issuer,
 		Signup: a.Signup == "on", Recovery: a.recoveryOn(),
-		Limits: accounts.NewLimits(accounts.LimitConfig{Registerer: srv.Registry()}), Logger: log})
+		Limits: accounts.NewLimits(accounts.LimitConfig{Limiter: budgets, Registerer: srv.Registry()}), Logger: log})
 	if err != nil {
 		return err
 	}
