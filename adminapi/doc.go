@@ -25,6 +25,7 @@
 //	DELETE /admin/users/{username}               delete; ends sessions, revokes tokens → 204
 //	GET    /admin/users/{username}/sessions      the valid browser sessions (paged: limit, cursor)
 //	POST   /admin/users/{username}/sign-out      end every session (tokens stay)
+//	POST   /admin/users/{username}/reset-mfa     delete second factors, end every session
 //	GET    /admin/users/{username}/consents      the remembered consents
 //	DELETE /admin/users/{username}/consents/{client_id}
 //	                                             withdraw; revokes that client's tokens → 204

@@ -30,6 +30,7 @@ const (
 	ActionUserDelete        = "user.delete"
 	ActionUserSessions      = "user.sessions"
 	ActionUserSignOut       = "user.sign_out"
+	ActionUserResetMFA      = "user.reset_mfa"
 	ActionUserConsents      = "user.consents"
 	ActionUserRevokeConsent = "user.revoke_consent"
 )
@@ -233,6 +234,13 @@ func (a *API) DeleteUser(ctx context.Context, caller Caller, username, idempoten
 // many sessions ended. Tokens already issued stay valid.
 func (a *API) SignOutUser(ctx context.Context, caller Caller, username, idempotencyKey string) Response {
 	return a.userWrite(ctx, caller, username, idempotencyKey, ActionUserSignOut, a.users.SignOut)
+}
+
+// ResetUserMFA deletes the user's second factors and ends their sessions:
+// 200 with their sub, whether a factor was removed and how many sessions
+// ended.
+func (a *API) ResetUserMFA(ctx context.Context, caller Caller, username, idempotencyKey string) Response {
+	return a.userWrite(ctx, caller, username, idempotencyKey, ActionUserResetMFA, a.users.ResetMFA)
 }
 
 // RevokeUserConsent withdraws the user's consent for clientID and revokes

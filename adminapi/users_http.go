@@ -36,6 +36,7 @@ func (a *API) userRoutes() http.Handler {
 	r.Handle(user+"/disable", a.authenticated(a.noParameters(ActionUserDisable, a.DisableUser))).Methods(http.MethodPost)
 	r.Handle(user+"/enable", a.authenticated(a.noParameters(ActionUserEnable, a.EnableUser))).Methods(http.MethodPost)
 	r.Handle(user+"/sign-out", a.authenticated(a.noParameters(ActionUserSignOut, a.SignOutUser))).Methods(http.MethodPost)
+	r.Handle(user+"/reset-mfa", a.authenticated(a.noParameters(ActionUserResetMFA, a.ResetUserMFA))).Methods(http.MethodPost)
 	r.Handle(user+"/sessions", a.authenticated(a.handleUserSessions)).Methods(http.MethodGet)
 	r.Handle(user+"/consents", a.authenticated(a.handleUserConsents)).Methods(http.MethodGet)
 	r.Handle(user+"/consents/{client_id}", a.authenticated(a.handleUserRevokeConsent)).Methods(http.MethodDelete)

@@ -30,6 +30,9 @@ func TestTriggers(t *testing.T) {
 	}{
 		{"AdminSignOut", 2, func(h *harness, _ *http.Client, _ string) { h.admin("POST", "/sign-out", "") }},
 		{"Disable", 2, func(h *harness, _ *http.Client, _ string) { h.admin("POST", "/disable", "") }},
+		// A reset of the user's second factors (issue 27) ends the
+		// sessions through the same statement.
+		{"ResetMFA", 2, func(h *harness, _ *http.Client, _ string) { h.admin("POST", "/reset-mfa", "") }},
 		{"Delete", 2, func(h *harness, _ *http.Client, _ string) { h.admin("DELETE", "", "") }},
 		{"PasswordChange", 2, func(h *harness, _ *http.Client, _ string) {
 			h.admin("POST", "/password", `{"password":"a new password for alice"}`)

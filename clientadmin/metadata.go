@@ -55,6 +55,9 @@ type ClientMetadata struct {
 	// logout tokens; authd always sends one. Only with a
 	// backchannel_logout_uri.
 	BackchannelLogoutSessionRequired bool `json:"backchannel_logout_session_required,omitempty"`
+	// RequireMFA (authd's own metadata, issue 27): the client's users must
+	// prove a second factor, or set one up, before a code is issued.
+	RequireMFA bool `json:"require_mfa,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -401,6 +404,7 @@ func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt tim
 		RequirePushedAuthorizationRequests: meta.RequirePushedAuthorizationRequests,
 		BackchannelLogoutURI:               meta.BackchannelLogoutURI,
 		BackchannelLogoutSessionRequired:   meta.BackchannelLogoutSessionRequired,
+		RequireMFA:                         meta.RequireMFA,
 		CreatedAt:                          storage.NormalizeTime(createdAt),
 		UpdatedAt:                          storage.NormalizeTime(updatedAt),
 	}
@@ -431,6 +435,7 @@ func clientInformation(c *storage.Client) *ClientInformation {
 			RequirePushedAuthorizationRequests: c.RequirePushedAuthorizationRequests,
 			BackchannelLogoutURI:               c.BackchannelLogoutURI,
 			BackchannelLogoutSessionRequired:   c.BackchannelLogoutSessionRequired,
+			RequireMFA:                         c.RequireMFA,
 		},
 	}
 	if info.RedirectURIs == nil {

@@ -20,6 +20,9 @@ type Store interface {
 	storage.SessionStore
 	storage.ConsentStore
 	fositestorage.Transactional
+	// RaiseSession is storage.FactorStore's (RaiseSession).
+	RaiseSession(ctx context.Context, id string, amr []string, authTime, now time.Time) (*storage.Session, error)
+	factorStore // factors.go
 }
 
 // Options configure a Service; zero values take the documented defaults.

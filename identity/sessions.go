@@ -268,3 +268,20 @@ func (s *Service) SignOut(ctx context.Context, username string) (int, error) {
 	}
 	return n, nil
 }
+
+// RaiseSession records on a valid session that it proved more (a second
+// factor: amr such as "otp" and "mfa", RFC 8176), now: the session's
+// auth_time becomes now, as a factor proven is an authentication (OpenID
+// Connect Core §2). ErrNoSession if it is not valid. The user's other
+// sessions stay as they were.
+func (s *Service) RaiseSession(ctx context.Context, sessionID string, amr []string) (Session, error) {
+	now := storage.NormalizeTime(s.opts.Now())
+	x, err := s.store.RaiseSession(ctx, sessionID, amr, now, now)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("identity: raise session: %w", err)
+	}
+	return viewSession(x), nil
+}

@@ -45,22 +45,7 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	consents, err := s.people.Consents(ctx, cur.user.Username)
-	if err != nil {
-		s.log.Error("list consents", "error", err)
-		s.renderError(w, http.StatusInternalServerError, "Your apps could not be listed.", "Please try again in a moment.")
-		return
-	}
-	d := templates.AccountData{Username: cur.user.Username, Notice: notice, CSRFToken: s.cookies.csrfToken(w, r), Accounts: s.accountLinks()}
-	for _, c := range consents {
-		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
-	}
-	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil { // passkeys.go
-		s.log.Error("list passkeys", "error", err)
-	}
-	if err := s.pages.Account(w, d); err != nil {
-		s.log.Error("render account", "error", err)
-	}
+	s.renderAccount(w, r, cur, notice, "") // passkeys.go
 }
 
 // clientLabel is a client's name for a page, or its ID.

@@ -11,6 +11,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 )
 
@@ -83,6 +84,11 @@ type authzRequest struct {
 	// cur is the browser's session when isSignedIn.
 	cur        signedIn
 	isSignedIn bool
+	// factors are the signed-in user's second factors (userFactors,
+	// factor.go), read at most once per request.
+	factors     []signin.Factor
+	factorsErr  error
+	factorsRead bool
 }
 
 // progress is what a posted step did in this request (stepInput's
@@ -242,6 +248,10 @@ func (s *Server) postedStep(w http.ResponseWriter, a *authzRequest, post url.Val
 			done.consented = true
 		}
 		return done, true
+	case "factor":
+		return s.factorStep(w, a, post)
+	case "factor-setup":
+		return s.setupStep(w, a, post)
 	case "switch":
 		// "Not you?": end this browser's session, then sign in afresh.
 		if a.isSignedIn {
@@ -278,10 +288,7 @@ func (s *Server) advance(w http.ResponseWriter, a *authzRequest, done progress) 
 		s.renderLogin(w, a.r, http.StatusOK, a.client, loginPage{username: cmp.Or(a.authn.loginHint, a.cur.user.Username),
 			msg: "Please enter your password again to continue.", reauth: true})
 	case stepFactor:
-		// The slot of a second factor: nothing requires one yet.
-		s.log.Error("a second factor is required and this server has none to ask for", "client_id", a.client.ID)
-		s.renderError(w, http.StatusForbidden, "This account needs a second factor to sign in.",
-			"This server cannot ask for one yet. Contact the administrator.")
+		s.renderFactorStep(w, a, http.StatusOK, "") // factor.go
 	case stepConsent:
 		s.renderConsent(w, a.r, a.client, a.ar, a.cur)
 	case stepConfirm:
@@ -310,6 +317,7 @@ func (s *Server) stepInputOf(a *authzRequest, done progress) stepInput {
 		return in
 	}
 	in.session = &stepSession{subject: a.cur.user.Subject, authTime: a.cur.session.AuthTime}
+	in.factorRequired, in.session.factor = s.factorRequired(a)
 	if !in.skipConsent && !in.promptConsent && !in.consented {
 		in.consentCovers = s.consentCovers(a.r.Context(), a.client, a.cur, a.ar)
 	}

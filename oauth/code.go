@@ -49,6 +49,10 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	}
 	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
 	sess := userSession(cur.user, cur.session)
+	// OpenID Connect Core §2 acr and amr (RFC 8176), of the session as it
+	// is now (raised by a second factor, factor.go).
+	acrReq, _ := parseACR(ar.GetRequestForm()) // parsed and checked at the request (authnParamsOf)
+	sess.Extra["acr"] = acrOf(cur.session.AMR, acrReq.values)
 	// OpenID Connect Core §3.1.2.1: the nonce is echoed in the ID token.
 	if n := ar.GetRequestForm().Get("nonce"); n != "" {
 		sess.Extra["nonce"] = n

@@ -101,6 +101,8 @@ type Config struct {
 	RequirePAR bool
 	// PARLimits bounds pushes per client and per source address.
 	PARLimits PARLimits
+	// FactorLimits bound second-factor attempts (factor.go).
+	FactorLimits FactorLimits
 	// PKCERows also writes each code's PKCE session (RFC 7636 §4.4) to
 	// the PKCE session table, where authd before 2026-12 looked for it;
 	// this version keeps it in the code's own row (fositeStore). Set it
@@ -158,6 +160,11 @@ type Deps struct {
 	// A login form names its method in the "method" field; one that names
 	// none is "password".
 	Methods []signin.Method
+	// Factors are the second factors (package signin; cmd/authd lists
+	// signin/otp) and MFA the authenticator app's set-up (package totp);
+	// none: no second factor is asked.
+	Factors []signin.Factor
+	MFA     MFA
 	// AfterExchangeCommit, when set, runs right after an exchange's
 	// transaction commits, before the replay cache is written or the
 	// answer sent. It exists for crash tests (cmd/authd built with the
@@ -200,6 +207,7 @@ func (c *Config) applyDefaults() {
 		c.DisableReplay = true
 	}
 	c.PARLimits.applyDefaults()
+	c.FactorLimits.applyDefaults()
 	if c.AuthFailureLimits.PerSecond == 0 {
 		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
 	}

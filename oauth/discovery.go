@@ -34,6 +34,7 @@ type metadata struct {
 	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported             bool     `json:"authorization_response_iss_parameter_supported"`
 	PromptValuesSupported             []string `json:"prompt_values_supported,omitempty"`
+	AcrValuesSupported                []string `json:"acr_values_supported"`
 	ClaimsParameterSupported          bool     `json:"claims_parameter_supported"`
 	RequestParameterSupported         bool     `json:"request_parameter_supported"`
 	RequestURIParameterSupported      bool     `json:"request_uri_parameter_supported"`
@@ -55,7 +56,7 @@ func (s *Server) endSessionEndpoint() string { return s.cfg.Issuer + pathEndSess
 // claimsSupported are the claims authd can supply (OpenID Connect
 // Discovery 1.0 §3 claims_supported): the ID token's and the profile and
 // email scopes'.
-var claimsSupported = []string{"iss", "sub", "aud", "azp", "exp", "iat", "auth_time", "nonce", "at_hash", "sid",
+var claimsSupported = []string{"iss", "sub", "aud", "azp", "exp", "iat", "auth_time", "acr", "amr", "nonce", "at_hash", "sid",
 	"email", "email_verified", "name"}
 
 // metadataDocument is the metadata of this server.
@@ -87,6 +88,7 @@ func (s *Server) metadataDocument() metadata {
 		CodeChallengeMethodsSupported:      methods,
 		IssParameterSupported:              true,
 		PromptValuesSupported:              []string{"none", "login", "consent", "select_account"},
+		AcrValuesSupported:                 acrValuesSupported,
 		DPoPSigningAlgValuesSupported:      dpop.SigningAlgs(),
 		PushedAuthorizationRequestEndpoint: iss + pathPAR,
 		RequirePushedAuthorizationRequests: s.cfg.RequirePAR,

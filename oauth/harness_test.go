@@ -81,6 +81,8 @@ type harnessOpts struct {
 	now func() time.Time
 	// methods builds the sign-in methods (nil: the password method).
 	methods func(people *identity.Service, password signin.Method) []signin.Method
+	// factors builds the second factors (nil: the authenticator app's).
+	factors func(otp signin.Factor) []signin.Factor
 }
 
 // backends lists the storage backends the end-to-end tests run against,
@@ -132,7 +134,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
 		Now:       o.now,
-	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
+	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods, Factors: o.factors})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type idTokenClaims struct {
 	Expires       int64    `json:"exp"`
 	IssuedAt      int64    `json:"iat"`
 	AuthTime      int64    `json:"auth_time,omitempty"`
+	ACR           string   `json:"acr,omitempty"`
 	AMR           []string `json:"amr,omitempty"`
 	Nonce         string   `json:"nonce,omitempty"`
 	ATHash        string   `json:"at_hash,omitempty"`
@@ -101,6 +102,7 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
 		AuthTime: authTime, AMR: sessionAMR(ar), Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
+	c.ACR, c.AMR, _ = authnClaims(ar)
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {
 		if u, err := x.users.GetUserBySubject(ctx, sess.Subject); err == nil {
 			addProfileClaims(&c, u, ar.GetGrantedScopes())

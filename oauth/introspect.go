@@ -103,6 +103,7 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 		}
 		// RFC 9449 §6.2: a DPoP-bound token's confirmation, the JWK
 		// thumbprint of its key, and token_type DPoP.
+		addAuthnClaims(resp, ar) // acr, amr, auth_time (RFC 9470 §3)
 		if jkt := sessionJKT(sess, extraCnfJKT); jkt != "" {
 			resp["cnf"] = map[string]string{"jkt": jkt}
 			if use == fosite.AccessToken {

@@ -17,9 +17,9 @@ const (
 	// (prompt=login, max_age, an id_token_hint for another user): the
 	// login page for that user; the new session has a new auth_time.
 	stepReauth
-	// stepFactor: the session lacks a second factor the request or the
-	// user requires. A slot: nothing requires one yet (the MFA issue sets
-	// stepInput.factorRequired).
+	// stepFactor: the session lacks a second factor the request, the
+	// client or the user requires (factor.go: the second-factor page, or
+	// the set-up of one).
 	stepFactor
 	// stepConsent: the consent page.
 	stepConsent
@@ -131,8 +131,12 @@ func silentError(st step) error {
 	switch st {
 	case stepIssue:
 		return nil
-	case stepSignIn, stepReauth, stepFactor:
+	case stepSignIn, stepReauth:
 		return fosite.ErrLoginRequired.WithHint("The user is not signed in, or must sign in again.")
+	case stepFactor:
+		// A signed-in user who must prove a second factor (a requested
+		// acr, require_mfa): an interaction, not a sign-in.
+		return fosite.ErrInteractionRequired.WithHint("The user must prove a second factor (the requested acr is not met).")
 	case stepConsent:
 		return fosite.ErrConsentRequired.WithHint("The user has not consented to this app's request.")
 	default: // stepConfirm

@@ -74,11 +74,11 @@ func TestDecideTable(t *testing.T) {
 		{"max_age=0 after the login POST", base(func(in *stepInput) { in.maxAge, in.proven, in.interacted = 0, true, true }), stepIssue, ""},
 		{"id_token_hint for this user", base(func(in *stepInput) { in.hintSubject = "alice" }), stepIssue, ""},
 		{"id_token_hint for another user", base(func(in *stepInput) { in.hintSubject = "bob" }), stepReauth, "login_required"},
-		{"second factor required, missing", base(func(in *stepInput) { in.factorRequired = true }), stepFactor, "login_required"},
+		{"second factor required, missing", base(func(in *stepInput) { in.factorRequired = true }), stepFactor, "interaction_required"},
 		{"second factor required, present", base(func(in *stepInput) {
 			in.factorRequired, in.session = true, &stepSession{subject: "alice", authTime: fresh.authTime, factor: true}
 		}), stepIssue, ""},
-		{"second factor before consent", base(func(in *stepInput) { in.factorRequired, in.consentCovers = true, false }), stepFactor, "login_required"},
+		{"second factor before consent", base(func(in *stepInput) { in.factorRequired, in.consentCovers = true, false }), stepFactor, "interaction_required"},
 		{"no consent", base(func(in *stepInput) { in.consentCovers = false }), stepConsent, "consent_required"},
 		{"no consent, first-party", base(func(in *stepInput) { in.consentCovers, in.skipConsent = false, true }), stepIssue, ""},
 		{"prompt=consent, consent remembered", base(func(in *stepInput) { in.promptConsent = true }), stepConsent, "consent_required"},
@@ -232,7 +232,7 @@ func checkDecision(t *testing.T, name string, in stepInput) {
 	}
 	// prompt=none: the same decision, as its error.
 	code := silentCode(st)
-	wantCode := map[step]string{stepSignIn: "login_required", stepReauth: "login_required", stepFactor: "login_required",
+	wantCode := map[step]string{stepSignIn: "login_required", stepReauth: "login_required", stepFactor: "interaction_required",
 		stepConsent: "consent_required", stepConfirm: "interaction_required", stepIssue: ""}[st]
 	if code != wantCode {
 		t.Fatalf("%s: prompt=none answers %q for %s, want %q", name, code, st, wantCode)

@@ -341,7 +341,8 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signe
 		s.renderError(w, http.StatusInternalServerError, "Your apps could not be listed.", "Please try again in a moment.")
 		return
 	}
-	d := templates.AccountData{Username: cur.user.Username, Notice: notice, Error: failure, CSRFToken: s.cookies.csrfToken(w, r)}
+	d := templates.AccountData{Username: cur.user.Username, Notice: notice, Error: failure, CSRFToken: s.cookies.csrfToken(w, r),
+		Accounts: s.accountLinks(), MFA: s.accountMFA(w, r, cur)} // accountpages.go, account_mfa.go
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}

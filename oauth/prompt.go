@@ -21,6 +21,8 @@ type authnParams struct {
 	// hint is the id_token_hint's claims (an ID token this server
 	// signed), nil when absent.
 	hint *idTokenHint
+	// acr is what the request asks of the authentication (acr.go).
+	acr acrRequest
 }
 
 // openidPromptValues are the prompt values of OIDC Core §3.1.2.1.
@@ -54,6 +56,11 @@ func (s *Server) authnParamsOf(r *http.Request, ar fosite.AuthorizeRequester) (a
 			return p, fosite.ErrInvalidRequest.WithHint("The id_token_hint was not issued by this server.")
 		}
 	}
+	acr, err := parseACR(form)
+	if err != nil {
+		return p, err
+	}
+	p.acr = acr
 	if len(p.loginHint) > 256 {
 		p.loginHint = ""
 	}

@@ -51,6 +51,8 @@ func (s *Server) routes() http.Handler {
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession), securityHeaders(http.HandlerFunc(s.handleEndSession)))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathAccountMFA, html(s.handleAccountMFA)).Methods(http.MethodPost)
+	r.Handle(pathAccountMFAQR, html(s.handleAccountMFAQR)).Methods(http.MethodGet)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)

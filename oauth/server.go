@@ -14,6 +14,7 @@ import (
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
 	"github.com/authd/authd/secevent"
+	"github.com/authd/authd/signin"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/web/templates"
 )
@@ -53,6 +54,8 @@ type Server struct {
 	keys *signing.Manager
 
 	methods     methodSet       // the sign-in methods (signin.go)
+	factors     []signin.Factor // second factors (factor.go)
+	mfa         MFA             // the authenticator app's set-up (factor.go); nil: none
 	limits      *limits.Limiter // abuse budgets (Deps.Limits)
 	devices     deviceCodec     // browsers that signed in as a username before
 	adminTokens adminTokens     // for introspection
@@ -115,6 +118,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		dpopResource: deps.DPoP.Resource,
 		keys:         deps.Keys,
 		methods:      methods,
+		factors:      deps.Factors,
+		mfa:          deps.MFA,
 	}
 	s.security = s.metrics.SecurityEvents(deps.Logger)
 	if deps.Passwords != nil {

@@ -122,6 +122,7 @@ func (s *Server) userinfoClaims(w http.ResponseWriter, r *http.Request, ar fosit
 	if c.Name != "" {
 		claims["name"] = c.Name
 	}
+	addAuthnClaims(claims, ar)
 	writeJSON(w, http.StatusOK, claims)
 }
 

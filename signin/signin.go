@@ -40,9 +40,14 @@ type Method interface {
 }
 
 // Factor is a second step after a first method (TOTP, a passkey after a
-// password). The flow asks for one when the user has one or a policy
-// requires it. Declared here so the flow has its slot; the MFA issue
-// fills it.
+// password). The flow (oauth/factor.go) asks for one when the user has
+// one, the client or an operator requires one, or the request asks for
+// two factors; it shows the Render of each factor the user Has on the
+// second-factor page, whose forms post step=factor and factor=NAME, and
+// records the Result's AMR (with "mfa") on the session. signin/otp is
+// one; a passkey factor answers AMR "hwk" and "user", which makes the
+// session phishing resistant (acr "phr"). cmd/authd lists them in
+// oauth.Deps.Factors.
 type Factor interface {
 	Name() string
 	// Has reports whether the user has this factor set up.

@@ -87,6 +87,9 @@ type Client struct {
 	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
 	// authorization requests must come by PAR.
 	RequirePushedAuthorizationRequests bool
+	// RequireMFA (authd's require_mfa metadata): the client's users must
+	// prove a second factor (or set one up) before a code is issued.
+	RequireMFA bool
 	// SkipConsent marks a first-party client whose users are not asked
 	// for consent.
 	SkipConsent bool
@@ -254,6 +257,7 @@ type Store interface {
 	SigningKeyStore
 	PARStore
 	LogoutStore
+	FactorStore
 }
 
 // CodeRead returns a code read from a backend as fosite's contract wants

@@ -32,6 +32,8 @@ PRECIS OpaqueString), never from the command line.
   delete NAME         delete; ends sessions, revokes codes and tokens
   sessions NAME       list the user's browser sessions
   sign-out NAME       end every session of the user (tokens stay valid)
+  require-mfa NAME    require a second factor (-off to lift); set up at next sign-in
+  reset-mfa NAME      delete the user's second factors; ends their sessions
   consents NAME       list the user's remembered consents
   revoke-consent NAME CLIENT_ID
                       withdraw a consent; revokes that client's tokens
@@ -69,6 +71,8 @@ var usersCommands = map[string]usersCommand{
 	"sessions":       {[]string{"NAME"}, false, "Lists the user's browser sessions."},
 	"sign-out":       {[]string{"NAME"}, false, "Ends every browser session of the user; their tokens stay valid."},
 	"consents":       {[]string{"NAME"}, false, "Lists the user's remembered consents."},
+	"require-mfa":    {[]string{"NAME"}, false, "Requires a second factor of the user: one without it sets it up at the next\nsign-in. -off lifts the requirement."},
+	"reset-mfa":      {[]string{"NAME"}, false, "Deletes the user's second factors (authenticator app, recovery codes) and ends\ntheir sessions."},
 	"revoke-consent": {[]string{"NAME", "CLIENT_ID"}, false, "Withdraws the user's consent for a client and revokes the tokens issued to\nthat client."},
 	"passkeys":       {[]string{"NAME"}, false, "Lists the user's passkeys, each with its credential id in base64url."},
 	"remove-passkey": {[]string{"NAME", "ID"}, false, "Removes the user's passkey ID (base64url, as listed); refused if it is the\nuser's last way to sign in."},
@@ -87,6 +91,7 @@ type usersOptions struct {
 	limit         int
 	cursor        string
 	noPassword    bool // add, set-password: -no-password
+	off           bool // require-mfa -off
 }
 
 // usersFlagSet is the flag set of "authd users NAME".
@@ -107,6 +112,8 @@ func usersFlagSet(name string, c *config, o *usersOptions) *flag.FlagSet {
 	case "list":
 		fs.IntVar(&o.limit, "limit", 50, "users per page, 1–200")
 		fs.StringVar(&o.cursor, "cursor", "", "the next_cursor of the previous page")
+	case "require-mfa":
+		fs.BoolVar(&o.off, "off", false, "lift the requirement")
 	}
 	return fs
 }
@@ -119,7 +126,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 			_, _ = io.WriteString(stdout, usersUsage)
 			return nil
 		}
-		return usagef("usage: authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent|passkeys|remove-passkey|passkey-link (see authd users -h)")
+		return usagef("usage: authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent|require-mfa|reset-mfa|passkeys|remove-passkey|passkey-link (see authd users -h)")
 	}
 	cmd, ok := usersCommands[args[0]]
 	if !ok {
@@ -172,7 +179,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	if isPasskeyCommand(args[0], o) {
 		out, err = runPasskeyUsers(ctx, c, store, svc, args[0], pos) // users_passkeys.go
 	} else {
-		out, err = runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: o.email, EmailVerified: o.emailVerified, Name: o.name, NoPassword: o.noPassword}, o.limit, o.cursor)
+		out, err = runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: o.email, EmailVerified: o.emailVerified, Name: o.name, NoPassword: o.noPassword}, o)
 	}
 	if err != nil {
 		return usersError(err)
@@ -183,7 +190,8 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // runUsers performs one command and returns what to print.
-func runUsers(ctx context.Context, svc *identity.Service, cmd string, pos []string, password string, profile identity.NewUser, limit int, cursor string) (any, error) {
+func runUsers(ctx context.Context, svc *identity.Service, cmd string, pos []string, password string, profile identity.NewUser, o usersOptions) (any, error) {
+	limit, cursor, off := o.limit, o.cursor, o.off
 	switch cmd {
 	case "add":
 		profile.Username, profile.Password = pos[0], password
@@ -228,6 +236,14 @@ func runUsers(ctx context.Context, svc *identity.Service, cmd string, pos []stri
 	case "sign-out":
 		n, err := svc.SignOut(ctx, pos[0])
 		return map[string]any{"username": pos[0], "sessions_ended": n}, err
+	case "require-mfa":
+		u, err := svc.RequireMFA(ctx, pos[0], !off)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"sub": u.Subject, "username": u.Username, "mfa_required": !off}, nil
+	case "reset-mfa":
+		return svc.ResetMFA(ctx, pos[0])
 	case "consents":
 		cs, err := svc.Consents(ctx, pos[0])
 		return map[string]any{"consents": cs}, err

@@ -82,6 +82,19 @@ func TestUsersCommands(t *testing.T) {
 	if got := must(t, "", "sign-out", "caroline"); got["sessions_ended"] != float64(0) {
 		t.Errorf("sign-out: %v", got)
 	}
+	// The second factor (issue 27): the operator's requirement, the reset.
+	if got := must(t, "", "require-mfa", "caroline"); got["mfa_required"] != true || got["sub"] != sub {
+		t.Errorf("require-mfa: %v", got)
+	}
+	if got := must(t, "", "require-mfa", "caroline", "-off"); got["mfa_required"] != false {
+		t.Errorf("require-mfa -off: %v", got)
+	}
+	if got := must(t, "", "reset-mfa", "caroline"); got["sub"] != sub || got["factors_removed"] != false || got["sessions_ended"] != float64(0) {
+		t.Errorf("reset-mfa: %v", got)
+	}
+	if _, err := users(t, "", "reset-mfa", "nobody"); err == nil {
+		t.Error("reset-mfa of an unknown user succeeded")
+	}
 	if got := must(t, "", "consents", "caroline"); got["consents"] == nil {
 		t.Errorf("consents: %v", got)
 	}

@@ -94,8 +94,16 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	if passkeys != nil {
 		methods = append(methods, passkeyweb.New(passkeys))
 	}
-	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
+	deps := oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
+		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()}
+	if _, err := newFactors(revoking, oc, &deps); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	if passkeys != nil {
+		// A passkey as the second factor after a password (issue 27).
+		deps.Factors = append(deps.Factors, passkeyweb.NewFactor(passkeys))
+	}
+	srv, err = oauth.New(oc, deps)
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}

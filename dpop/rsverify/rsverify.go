@@ -42,6 +42,11 @@ type Token struct {
 	// bearer token (accepted only when Verifier.AllowBearer).
 	JKT       string
 	ExpiresAt time.Time
+	// ACR, AMR and AuthTime describe the user's authentication (RFC 9470
+	// §3, from introspection); empty for a token issued without them.
+	ACR      string
+	AMR      []string
+	AuthTime time.Time
 }
 
 // Verifier verifies requests. Its fields are read-only once in use.
@@ -135,6 +140,9 @@ func (v *Verifier) introspect(ctx context.Context, token string) (*Token, error)
 		Cnf       struct {
 			JKT string `json:"jkt"`
 		} `json:"cnf"`
+		ACR      string   `json:"acr"`
+		AMR      []string `json:"amr"`
+		AuthTime int64    `json:"auth_time"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrIntrospection, err)
@@ -142,7 +150,12 @@ func (v *Verifier) introspect(ctx context.Context, token string) (*Token, error)
 	if !out.Active || out.TokenType == "refresh_token" {
 		return nil, ErrInvalidToken
 	}
-	return &Token{Subject: out.Sub, ClientID: out.ClientID, Scope: out.Scope, JKT: out.Cnf.JKT, ExpiresAt: time.Unix(out.Exp, 0)}, nil
+	t := &Token{Subject: out.Sub, ClientID: out.ClientID, Scope: out.Scope, JKT: out.Cnf.JKT, ExpiresAt: time.Unix(out.Exp, 0),
+		ACR: out.ACR, AMR: out.AMR}
+	if out.AuthTime > 0 {
+		t.AuthTime = time.Unix(out.AuthTime, 0)
+	}
+	return t, nil
 }
 
 // Challenge is the WWW-Authenticate value answering err (RFC 9449 §7.1).

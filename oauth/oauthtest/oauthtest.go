@@ -20,9 +20,11 @@ import (
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/otp"
 	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
+	"github.com/authd/authd/totp"
 )
 
 // Services are the settings of what NewServer builds around the backend;
@@ -35,6 +37,13 @@ type Services struct {
 	// the password method serve registers (Deps.Methods); nil: that
 	// password method alone. Ignored when deps.Methods is set.
 	Methods func(people *identity.Service, password signin.Method) []signin.Method
+	// TOTP receives the authenticator app's service serve builds (the
+	// second factor, Deps.Factors and Deps.MFA), for tests that make
+	// codes; nil: not kept. Ignored when deps.MFA is set.
+	TOTP **totp.Service
+	// Factors builds the second factors over the authenticator app's
+	// (nil: that one alone), e.g. to add a passkey factor.
+	Factors func(otp signin.Factor) []signin.Factor
 }
 
 // NewServer is the tests' oauth.New: deps.Store is the backend (a
@@ -88,6 +97,22 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		}
 		if sv.Methods != nil {
 			deps.Methods = sv.Methods(people, pw)
+		}
+	}
+	if deps.MFA == nil {
+		svc, err := totp.New(revoking, totp.Options{Secret: cfg.Secret, Issuer: "authd-test", Logger: deps.Logger, Now: deps.Now})
+		if err != nil {
+			return nil, err
+		}
+		deps.Factors, deps.MFA = []signin.Factor{otp.New(svc)}, svc
+		if pk != nil {
+			deps.Factors = append(deps.Factors, passkeyweb.NewFactor(pk))
+		}
+		if sv.Factors != nil {
+			deps.Factors = sv.Factors(deps.Factors[0])
+		}
+		if sv.TOTP != nil {
+			*sv.TOTP = svc
 		}
 	}
 	keys, err := signing.New(backend, signing.Config{Secret: cfg.Secret, TokenTTL: cfg.IDTokenTTL, Now: deps.Now, Logger: deps.Logger})

@@ -1,7 +1,9 @@
 // Package passkeyweb is the passkey sign-in method of the login page
 // (signin.Method): the "Sign in with a passkey" button, its options route
 // (/signin/passkey/options) and the check of the assertion the page
-// posts. It depends on package passkey and package signin only.
+// posts; and the passkey as a second factor after a password (Factor,
+// factor.go). It depends on packages passkey and signin (and their types
+// in identity and storage) only.
 //
 // The browser side is web/templates/passkey.js (served at
 // /static/passkey.js; the pages' CSP allows no inline script). On a press

@@ -82,6 +82,8 @@ type Store struct {
 	// passkeys, their ceremonies and enrolment links (passkeys.go),
 	// created on first use.
 	passkeys passkeyTables
+	// factorT holds second factors (factors.go).
+	factorT factorTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.

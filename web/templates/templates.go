@@ -173,6 +173,8 @@ type AccountData struct {
 	Notice string
 	// NoSession: the browser is not signed in.
 	NoSession bool
+	// MFA is the two-step sign-in section (mfa.go); nil: not offered.
+	MFA *AccountMFA
 	// Passkeys is on when the server offers passkeys: the section with
 	// the user's passkeys, "Add a passkey" and "Remove password".
 	Passkeys    bool
