@@ -49,6 +49,8 @@ type fositeStore struct {
 type errGrantUsed struct {
 	requestID string
 	refresh   bool
+	// subjectToken: a provider ID token already exchanged (RFC 8693).
+	subjectToken bool
 	// granted is the scope granted to the refresh token (refresh only,
 	// when read): a retry asking for more is invalid_scope, not reuse.
 	granted []string

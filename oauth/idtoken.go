@@ -28,6 +28,7 @@ type idTokenClaims struct {
 	Nonce         string   `json:"nonce,omitempty"`
 	ATHash        string   `json:"at_hash,omitempty"`
 	SID           string   `json:"sid,omitempty"`
+	AMR           []string `json:"amr,omitempty"` // RFC 8176 (set by the native sign-in: ["fed"])
 	Email         string   `json:"email,omitempty"`
 	EmailVerified *bool    `json:"email_verified,omitempty"`
 	Name          string   `json:"name,omitempty"`
@@ -100,6 +101,9 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
 		AuthTime: authTime, Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
+	if req.grantType == grantTokenExchange {
+		c.AMR = sessionAMR(sess)
+	}
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {
 		if u, err := x.users.GetUserBySubject(ctx, sess.Subject); err == nil {
 			addProfileClaims(&c, u, ar.GetGrantedScopes())
@@ -128,4 +132,21 @@ func addProfileClaims(c *idTokenClaims, u *storage.User, granted fosite.Argument
 	if granted.Has("profile") && u.Name != "" {
 		c.Name = u.Name
 	}
+}
+
+// sessionAMR reads the amr values a session's Extra holds.
+func sessionAMR(s *fosite.DefaultSession) []string {
+	switch v := s.Extra["amr"].(type) {
+	case []string:
+		return v
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, x := range v {
+			if str, ok := x.(string); ok {
+				out = append(out, str)
+			}
+		}
+		return out
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
 	"github.com/authd/authd/signing"
@@ -53,9 +54,10 @@ type Server struct {
 
 	methods     methodSet // the sign-in methods (signin.go)
 	clientLimit *clientLimiter
-	limits      *limits.Limiter // abuse budgets (Deps.Limits)
-	adminTokens adminTokens     // for introspection
-	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
+	limits      *limits.Limiter      // abuse budgets (Deps.Limits)
+	adminTokens adminTokens          // for introspection
+	admin       AdminAPI             // under /admin/ (MountAdmin); nil: none
+	federation  *federation.Registry // upstream providers (Deps.Federation); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
@@ -117,6 +119,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, deps.Store, s.clientAuth)
 	s.grants = s.provider.grants()
+	s.enableTokenExchange(deps.Federation)
 	sealKey := deriveKey(cfg.Secret, "replay-cache")
 	window := cfg.ReplayWindow
 	if cfg.DisableReplay {

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"errors"
 	"mime"
 	"net/http"
@@ -85,6 +86,15 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	if err := g.check(ctx, r.PostForm); err != nil {
 		return nil, err
 	}
+	if v, ok := g.(interface {
+		verify(context.Context, fosite.Client, url.Values) (context.Context, error)
+	}); ok {
+		// A grant whose proof is verified before storage is read (a
+		// provider's ID token, grant_token_exchange.go).
+		if ctx, err = v.verify(ctx, client, r.PostForm); err != nil {
+			return nil, err
+		}
+	}
 	if client.IsPublic() {
 		if err := s.chargeClient(client); err != nil {
 			return nil, err
@@ -100,7 +110,14 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 		req.id.fingerprint = exchangecache.BoundFingerprint(req.id.fingerprint, req.jkt)
 	}
 	// 5. Exchange.
-	return s.exchanger.exchange(withClient(ctx, client), req)
+	a, err := s.exchanger.exchange(withClient(ctx, client), req)
+	if name == grantTokenExchange {
+		s.afterTokenExchange(ctx, a, err)
+		if err == nil {
+			a.body.IssuedTokenType = tokenTypeAccessToken // RFC 8693 §2.2.1
+		}
+	}
+	return a, err
 }
 
 // chargeAuthFailure counts a failed client authentication against the

@@ -247,6 +247,7 @@ type Store interface {
 	Batcher
 	SigningKeyStore
 	PARStore
+	ProviderStore
 }
 
 // CodeRead returns a code read from a backend as fosite's contract wants

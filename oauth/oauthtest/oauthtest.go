@@ -13,6 +13,7 @@ import (
 
 	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
@@ -88,6 +89,9 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	deps.DPoP = oauth.DPoPVerifiers{
 		Token:    dpop.NewVerifier(dpop.Options{Now: deps.Now, Nonces: nonces, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
 		Resource: dpop.NewVerifier(dpop.Options{Now: deps.Now, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
+	}
+	if deps.Federation == nil {
+		deps.Federation = federation.NewRegistry(federation.RegistryConfig{Secret: cfg.Secret, Store: backend, Now: deps.Now, Logger: deps.Logger})
 	}
 	srv, err := oauth.New(cfg, deps)
 	if err != nil {

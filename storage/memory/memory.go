@@ -80,6 +80,9 @@ type Store struct {
 	rowLocks map[string]*memTx
 	cond     *sync.Cond
 
+	// fed holds upstream providers and their links (providers.go).
+	fed *fedTables
+
 	now func() time.Time
 }
 

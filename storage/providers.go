@@ -1,0 +1,99 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// Provider is an upstream OpenID provider users may sign in through
+// (issue 25): Apple, Google or any OpenID provider. authd is its relying
+// party.
+type Provider struct {
+	// ID is chosen by the operator: the path segment of its routes and
+	// the label of its metrics.
+	ID string
+	// Kind is "oidc", "apple" or "google".
+	Kind string
+	// Issuer is the provider's issuer identifier (OpenID Connect
+	// Discovery 1.0 §3); its metadata and JWKS are read from it.
+	Issuer   string
+	ClientID string
+	// TeamID and KeyID identify Apple's client-secret signing key.
+	TeamID string
+	KeyID  string
+	// Sealed is the client secret, or Apple's PKCS #8 private key, sealed
+	// under a key derived from the system secret; nil when there is none.
+	Sealed []byte
+	// Scopes are requested at the provider's authorization endpoint.
+	Scopes      []string
+	DisplayName string
+	// NativeAudiences are the aud values of provider ID tokens that may be
+	// exchanged natively (RFC 8693): iOS bundle IDs, OAuth client IDs.
+	NativeAudiences []string
+	// LinkByVerifiedEmail lets a first sign-in link to the existing user
+	// with the same email when the provider says it is verified.
+	LinkByVerifiedEmail bool
+	// CreatedAt and UpdatedAt are UTC, microsecond precision.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// FederatedIdentity links an identity at a provider, the pair (issuer,
+// sub), to one authd user.
+type FederatedIdentity struct {
+	Issuer     string
+	Sub        string
+	ProviderID string
+	Subject    string // the authd user
+	Email      string
+	CreatedAt  time.Time
+}
+
+// ProviderStore keeps upstream providers and the identities linked
+// through them.
+type ProviderStore interface {
+	// CreateProvider inserts p; ErrAlreadyExists if p.ID is taken. It
+	// sets CreatedAt/UpdatedAt.
+	CreateProvider(ctx context.Context, p *Provider) error
+	// GetProvider returns the provider id, or ErrNotFound.
+	GetProvider(ctx context.Context, id string) (*Provider, error)
+	// UpdateProvider replaces every field of the stored provider p.ID but
+	// CreatedAt and sets UpdatedAt; ErrNotFound if there is none.
+	UpdateProvider(ctx context.Context, p *Provider) error
+	// DeleteProvider deletes it; ErrNotFound if there is none. The
+	// identities linked through it stay (re-adding it finds them).
+	DeleteProvider(ctx context.Context, id string) error
+	// ListProviders returns up to limit providers with ID > after, by ID.
+	ListProviders(ctx context.Context, after string, limit int) ([]*Provider, error)
+	// ProvidersVersion returns a value that changes whenever a provider
+	// is added, changed or deleted (replicas poll it).
+	ProvidersVersion(ctx context.Context) (string, error)
+
+	// GetFederatedIdentity returns the link of (issuer, sub), or
+	// ErrNotFound.
+	GetFederatedIdentity(ctx context.Context, issuer, sub string) (*FederatedIdentity, error)
+	// LinkFederatedIdentity inserts the link unless (issuer, sub) is
+	// linked already: it reports whether it inserted it. A concurrent
+	// insert of the same pair waits for the first to end, then reports
+	// false. ErrNotFound if the user does not exist.
+	LinkFederatedIdentity(ctx context.Context, id *FederatedIdentity) (bool, error)
+	// ListFederatedIdentities returns the links of subject, oldest first.
+	ListFederatedIdentities(ctx context.Context, subject string) ([]*FederatedIdentity, error)
+	// UnlinkFederatedIdentity deletes the link (issuer, sub) of subject;
+	// ErrNotFound if there is none.
+	UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error
+	// GetUserByVerifiedEmail returns the one user whose email is email
+	// (compared case-insensitively) and verified; ErrNotFound when none
+	// is, or more than one.
+	GetUserByVerifiedEmail(ctx context.Context, email string) (*User, error)
+
+	// ConsumeSubjectToken records that the provider ID token with this
+	// key was exchanged, in ctx's transaction: true the first time;
+	// false when it was already (a concurrent consumption waits for the
+	// first transaction to end, so a false here sees its commit). The row
+	// may go after expiresAt.
+	ConsumeSubjectToken(ctx context.Context, key string, expiresAt time.Time) (bool, error)
+	// DeleteExpiredSubjectTokens deletes up to limit consumed-token rows
+	// that expired before now and returns how many it deleted.
+	DeleteExpiredSubjectTokens(ctx context.Context, now time.Time, limit int) (int, error)
+}
