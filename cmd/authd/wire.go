@@ -8,6 +8,7 @@ import (
 	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/password"
@@ -77,8 +78,12 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	// The sign-in methods, in the login page's order.
 	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
+	// Upstream providers (package federation): every replica reloads them
+	// within federation.PollInterval of a change.
+	providers := federation.NewRegistry(federation.RegistryConfig{Secret: oc.Secret, Store: b.store, Logger: log})
 	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
+		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit(),
+		Federation: providers})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
@@ -86,7 +91,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Logger: log})
+		Store: revoking, People: people, Logger: log, Issuer: oc.Issuer})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}

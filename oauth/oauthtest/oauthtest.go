@@ -99,7 +99,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	}
 	if len(cfg.AdminTokens) > 0 {
 		api, err := adminapi.New(adminapi.Config{Secret: cfg.Secret, AdminTokens: cfg.AdminTokens, IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
-			Store: revoking, People: people, Logger: deps.Logger, Now: deps.Now})
+			Store: revoking, People: people, Logger: deps.Logger, Now: deps.Now, Issuer: cfg.Issuer})
 		if err != nil {
 			return nil, err
 		}
