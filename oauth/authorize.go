@@ -24,8 +24,9 @@ var authorizeErrorCodes = map[string]bool{
 	"invalid_request": true, "unauthorized_client": true, "access_denied": true,
 	"unsupported_response_type": true, "invalid_scope": true, "server_error": true,
 	"temporarily_unavailable": true,
-	// OpenID Connect Core §3.1.2.6, for prompt=none.
+	// OpenID Connect Core §3.1.2.6, for prompt=none and request objects.
 	"login_required": true, "consent_required": true, "interaction_required": true,
+	"request_not_supported": true, "request_uri_not_supported": true,
 }
 
 // maxStateLen bounds the state parameter (bytes); longer requests get an
@@ -149,6 +150,7 @@ func (s *Server) parseAuthorize(w http.ResponseWriter, r, fr *http.Request) (*au
 	if s.refuseRequest(w, r, fr.URL.RawQuery) {
 		return nil, false
 	}
+	fr, unsupported := withoutRequestObject(fr)
 	if q, ok := parQuery(fr.URL.Query()); ok {
 		// RFC 9126 §4: a pushed request is the request; nothing is added
 		// from the front channel.
@@ -160,6 +162,16 @@ func (s *Server) parseAuthorize(w http.ResponseWriter, r, fr *http.Request) (*au
 	}
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
 	if err != nil {
+		s.writeAuthorizeError(w, ar, err)
+		return nil, false
+	}
+	if unsupported != nil {
+		// OpenID Connect Core §6.1, §6.2: request objects are not
+		// supported (discovery says so); told to the app at its redirect.
+		s.writeAuthorizeError(w, ar, unsupported)
+		return nil, false
+	}
+	if err := requestBounds(ar.GetRequestForm()); err != nil {
 		s.writeAuthorizeError(w, ar, err)
 		return nil, false
 	}
@@ -286,7 +298,8 @@ func (s *Server) advance(w http.ResponseWriter, a *authzRequest, done progress) 
 func (s *Server) stepInputOf(a *authzRequest, done progress) stepInput {
 	in := stepInput{
 		now: s.now(), promptLogin: a.authn.prompt["login"], promptConsent: a.authn.prompt["consent"],
-		maxAge: a.authn.maxAge, public: a.client.IsPublic(), skipConsent: a.client.SkipConsent,
+		promptSelectAccount: a.authn.prompt["select_account"],
+		maxAge:              a.authn.maxAge, public: a.client.IsPublic(), skipConsent: a.client.SkipConsent,
 		redirectURI: a.ar.GetRedirectURI(), silentSSO: s.cfg.SilentSSO,
 		proven: done.proven, interacted: done.interacted, consented: done.consented,
 	}

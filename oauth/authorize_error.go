@@ -114,7 +114,7 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		case strings.Contains(rfc.HintField, "redirect"):
 			detail = "The app asked to return to an address that is not registered for it."
 		case rfc.HintField != "":
-			detail = "The app sent an invalid sign-in request: " + clip(rfc.HintField, 200)
+			detail = "The app sent an invalid sign-in request: " + clip(errorDescription(rfc.HintField), 200)
 		}
 		s.renderError(w, http.StatusBadRequest, "This sign-in link is not valid.", detail)
 		return
@@ -123,6 +123,13 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 	u.Fragment = ""
 	q := u.Query()
 	for k, v := range rfc.ToValues() {
+		if k != "error" {
+			// fosite's descriptions and hints (which carry "§" and may
+			// echo the request) in RFC 6749 §5.2's charset, bounded.
+			for i := range v {
+				v[i] = errorDescription(v[i])
+			}
+		}
 		q[k] = v
 	}
 	if st := ar.GetState(); st != "" {

@@ -21,6 +21,11 @@
 // transaction (signing.Manager.Prepare), signing does no I/O, and the ID
 // token is sealed into the replay record with the rest of the response.
 //
+// The authorization endpoint (authorize.go) decides every request's next
+// step in one function (decide, next.go); the ways to sign in are
+// signin.Method values it is handed (Deps.Methods) and never names
+// (signin.go; docs/architecture.md, "The sign-in flow").
+//
 // It is the only package that knows both fosite and the replay cache.
 // Everything it needs is passed to New explicitly (Config, Deps): it holds no
 // package-level state, and New builds no service and does no I/O (cmd/authd

@@ -32,9 +32,10 @@ type endSessionRequest struct {
 // handleEndSession is the end_session_endpoint (OpenID Connect
 // RP-Initiated Logout 1.0 §2). GET carries id_token_hint, client_id,
 // post_logout_redirect_uri and state. With a valid id_token_hint (an ID
-// token this server signed, expired or not, §2) for the browser's session
-// (same sid, or the same user), the session ends at once; otherwise the
-// user is asked (a CSRF-protected same-site form that POSTs back here).
+// token this server signed, expired or not, §2) naming the browser's
+// current session (its sid), the session ends at once; otherwise the user
+// is asked (a CSRF-protected same-site form that POSTs back here, without
+// the hint). An app may also POST the request (§2).
 // The browser is sent to post_logout_redirect_uri, with state, only if it
 // is registered for the client exactly (§3: the OP MUST NOT redirect
 // otherwise); the client is named by client_id or the hint, and both must
@@ -42,19 +43,30 @@ type endSessionRequest struct {
 func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	w.Header().Set("Cache-Control", "no-store")
-	if r.Method == http.MethodPost {
-		if err := r.ParseForm(); err != nil || !s.cookies.checkCSRF(r) {
-			s.renderError(w, http.StatusForbidden, "This form has expired or was not sent from this site.", "Reload the page and try again.")
-			return
-		}
-		req, ok := s.endSessionParams(ctx, w, r.PostForm, false)
-		if !ok {
-			return
-		}
-		s.endSession(ctx, w, r, req)
-		return
-	}
 	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		if err := r.ParseForm(); err != nil {
+			s.renderError(w, http.StatusBadRequest, "The sign-out request is malformed.", "Go back to the app and try again.")
+			return
+		}
+		if r.PostForm.Has("csrf_token") {
+			// The confirmation form of this page.
+			if !s.cookies.checkCSRF(r) {
+				s.renderError(w, http.StatusForbidden, "This form has expired or was not sent from this site.", "Reload the page and try again.")
+				return
+			}
+			req, ok := s.endSessionParams(ctx, w, r.PostForm, false)
+			if !ok {
+				return
+			}
+			s.endSession(ctx, w, r, req)
+			return
+		}
+		// An app's logout request sent as a form post (RP-Initiated
+		// Logout §2: GET and POST): answered like a GET, and never turned
+		// into a URL that would carry the id_token_hint.
+		q = r.PostForm
+	}
 	for k, v := range q {
 		if len(v) > 1 {
 			s.renderError(w, http.StatusBadRequest, "The sign-out request is malformed.", "The parameter "+truncate(k, 40)+" was sent more than once.")
@@ -66,11 +78,15 @@ func (s *Server) handleEndSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur, signed := s.currentSession(ctx, r)
-	if !signed || (req.hint != nil && (req.hint.SID == cur.session.ID || req.hint.Subject == cur.user.Subject)) {
+	if !signed || (req.hint != nil && req.hint.SID != "" && sameSession(req.hint.SID, cur.session.ID)) {
+		// Nothing to end, or the hint names this browser's current
+		// session: the app's word is enough. A hint from another or an
+		// ended session of the same user (an old ID token) is not proof
+		// that this browser's user wants to sign out: ask.
 		s.endSession(ctx, w, r, req)
 		return
 	}
-	// Ask the user: no hint, or a hint for another session or user.
+	// Ask the user: no hint, or a hint for another session.
 	hidden := []templates.HiddenField{{Name: "client_id", Value: req.clientID}}
 	if req.redirect != "" {
 		hidden = append(hidden, templates.HiddenField{Name: "post_logout_redirect_uri", Value: req.redirect})

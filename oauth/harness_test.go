@@ -75,6 +75,8 @@ type harnessOpts struct {
 	dpopNonceOff bool
 	// accessLog receives the request log (nil: the server's default).
 	accessLog *slog.Logger
+	// now is the server's clock (nil: time.Now).
+	now func() time.Time
 	// methods builds the sign-in methods (nil: the password method).
 	methods func(people *identity.Service, password signin.Method) []signin.Method
 }
@@ -124,6 +126,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
+		Now:       o.now,
 	}, services{ClientCacheTTL: o.clientCacheTTL, DPoPNonceOff: o.dpopNonceOff, DPoPReplay: o.dpopReplay, Methods: o.methods})
 	if err != nil {
 		t.Fatal(err)

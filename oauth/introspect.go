@@ -7,6 +7,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/authd/authd/identity"
 	"github.com/authd/authd/storage"
 )
 
@@ -78,8 +79,20 @@ func (s *Server) handleIntrospect(w http.ResponseWriter, r *http.Request) {
 		if sess.Subject != "" {
 			resp["sub"] = sess.Subject
 		}
-		if sess.Username != "" {
-			resp["username"] = sess.Username
+		if sess.Username != "" && sess.Subject != "" {
+			// The current name of the token's subject, never the name at
+			// issuance: a renamed user's tokens must not introspect as the
+			// name someone else holds now. A deleted user has none.
+			u, err := s.people.GetBySubject(ctx, sess.Subject)
+			switch {
+			case err == nil:
+				resp["username"] = u.Username
+			case errors.Is(err, storage.ErrUnavailable):
+				s.writeError(w, r, err)
+				return
+			case !errors.Is(err, identity.ErrUserNotFound):
+				s.log.Error("introspect: read user", "error", err)
+			}
 		}
 		kind := fosite.AccessToken
 		if use == fosite.RefreshToken {

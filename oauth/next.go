@@ -47,8 +47,12 @@ type stepInput struct {
 	// The request (OpenID Connect Core §3.1.2.1). login_hint is not an
 	// input: it only prefills the login page.
 	promptLogin, promptConsent bool
-	maxAge                     int64  // seconds; -1 when absent
-	hintSubject                string // the id_token_hint's sub; "" when absent
+	// promptSelectAccount: the user chooses the account (Core §3.1.2.1):
+	// the one-tap page, which offers "Not you?", even where a code could
+	// go silently.
+	promptSelectAccount bool
+	maxAge              int64  // seconds; -1 when absent
+	hintSubject         string // the id_token_hint's sub; "" when absent
 
 	// The client and where the code goes.
 	public      bool     // no client authentication at the token endpoint
@@ -108,7 +112,7 @@ func decide(in stepInput) step {
 		// prompt=consent (Core §3.1.2.1) asks also a first-party
 		// client's users.
 		return stepConsent
-	case !in.interacted && !(in.silentSSO == SilentSSOAssured && identityAssured(in.public, in.redirectURI)):
+	case !in.interacted && (in.promptSelectAccount || !(in.silentSSO == SilentSSOAssured && identityAssured(in.public, in.redirectURI))):
 		// An existing session and a standing consent: silent only where
 		// the client's identity is assured (RFC 8252 §8.6). Otherwise any
 		// local app could start its own request with this client_id and

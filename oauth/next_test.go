@@ -98,6 +98,9 @@ func TestDecideTable(t *testing.T) {
 		{"silent SSO never, tapped", base(func(in *stepInput) { in.silentSSO, in.proven, in.interacted = SilentSSONever, true, true }), stepIssue, ""},
 		{"consent before one tap", base(func(in *stepInput) { in.public, in.redirectURI, in.consentCovers = true, redirectPrivate, false }), stepConsent, "consent_required"},
 		{"re-authenticate before consent", base(func(in *stepInput) { in.promptLogin, in.consentCovers = true, false }), stepReauth, "login_required"},
+		{"prompt=select_account: the account choice, not a silent code", base(func(in *stepInput) { in.promptSelectAccount = true }), stepConfirm, "interaction_required"},
+		{"prompt=select_account after the tap", base(func(in *stepInput) { in.promptSelectAccount, in.proven, in.interacted = true, true, true }), stepIssue, ""},
+		{"prompt=select_account without a session", base(func(in *stepInput) { in.promptSelectAccount, in.session = true, nil }), stepSignIn, "login_required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := decide(tc.in); got != tc.want {

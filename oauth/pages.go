@@ -38,8 +38,11 @@ func (s *Server) renderContinue(w http.ResponseWriter, r *http.Request, c *stora
 	}
 }
 
-// renderError shows the friendly error page (never a redirect).
+// renderError shows the friendly error page (never a redirect). The detail
+// may name what the request sent: it is shown in RFC 6749 §5.2's charset
+// and bounded, as every error_description is (errorDescription).
 func (s *Server) renderError(w http.ResponseWriter, status int, msg, detail string) {
+	detail = errorDescription(detail)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := s.pages.Error(w, templates.ErrorData{Message: msg, Detail: detail}); err != nil {

@@ -6,8 +6,6 @@ import (
 	"net/url"
 
 	"github.com/ory/fosite"
-
-	"github.com/authd/authd/limits"
 )
 
 // Bounds on what an authorization request may carry, wherever it enters
@@ -34,8 +32,6 @@ func (l *PARLimits) applyDefaults() {
 		l.PerSource = TokenLimits{PerSecond: 5, Burst: 30}
 	}
 }
-
-func (t TokenLimits) rate() limits.Rate { return limits.Rate{PerSecond: t.PerSecond, Burst: t.Burst} }
 
 // requestBounds refuses an authorization request whose state, nonce or
 // scope is longer than authd echoes (invalid_request, RFC 6749 §4.1.2.1;

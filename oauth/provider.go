@@ -29,7 +29,7 @@ type provider struct {
 // store is the store fosite's handlers use (Deps.Store, so every path that
 // revokes goes through revocation.Store); the code and refresh handlers see
 // it through fositeStore (adapter.go).
-func newProvider(cfg Config, store Store, auth *clientAuthenticator) *provider {
+func newProvider(cfg Config, store Store, auth *clientAuthenticator, now func() time.Time) *provider {
 	fc := &fosite.Config{
 		AccessTokenLifespan:   cfg.AccessTokenTTL,
 		RefreshTokenLifespan:  cfg.RefreshTokenTTL,
@@ -109,7 +109,7 @@ func newProvider(cfg Config, store Store, auth *clientAuthenticator) *provider {
 	fc.TokenEndpointHandlers.Append(refreshHandler)
 	fc.TokenEndpointHandlers.Append(ccHandler)
 	fc.TokenIntrospectionHandlers.Append(introspector)
-	pars := parStorage{Store: store, key: deriveKey(cfg.Secret, "par-request-uri"), now: time.Now}
+	pars := parStorage{Store: store, key: deriveKey(cfg.Secret, "par-request-uri"), now: now}
 	fc.PushedAuthorizeEndpointHandlers.Append(&par.PushedAuthorizeHandler{Storage: pars, Config: fc})
 
 	p := &provider{

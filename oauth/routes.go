@@ -49,7 +49,7 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathToken, s.handleToken).Methods(http.MethodPost)
 	r.Handle(pathAuthorize, authorizeByPost(html(s.handleAuthorize))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathLogout, html(s.handleLogout)).Methods(http.MethodGet, http.MethodPost)
-	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession))).Methods(http.MethodGet, http.MethodPost)
+	r.Handle(pathEndSession, endSessionByPost(html(s.handleEndSession), securityHeaders(http.HandlerFunc(s.handleEndSession)))).Methods(http.MethodGet, http.MethodPost)
 	r.Handle(pathAccount, html(s.handleAccount)).Methods(http.MethodGet, http.MethodPost)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
@@ -126,20 +126,21 @@ func authorizeByPost(next http.Handler) http.Handler {
 }
 
 // endSessionByPost accepts a logout request a relying party sends by POST
-// (RP-Initiated Logout 1.0 §2: the OP MUST support GET and POST) by
-// redirecting it to the same request by GET. It applies to a POST without
-// the confirmation form's csrf_token; like authorizeByPost it changes
-// nothing and runs before the cross-origin check.
-func endSessionByPost(next http.Handler) http.Handler {
+// (RP-Initiated Logout 1.0 §2: the OP MUST support GET and POST): a POST
+// without the confirmation form's csrf_token goes to rpPost, the handler
+// without the cross-origin check (a relying party's auto-submitted form is
+// cross-site by design), which answers it like a GET. It is never
+// redirected to a GET: that URL would carry the id_token_hint into
+// histories and logs.
+func endSessionByPost(page, rpPost http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.RawQuery == "" {
 			if err := r.ParseForm(); err == nil && !r.PostForm.Has("csrf_token") {
-				w.Header().Set("Cache-Control", "no-store")
-				http.Redirect(w, r, pathEndSession+"?"+r.PostForm.Encode(), http.StatusSeeOther)
+				rpPost.ServeHTTP(w, r)
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		page.ServeHTTP(w, r)
 	})
 }
 

@@ -38,11 +38,10 @@ type Server struct {
 	// The token pipeline (token.go): client authentication, the grants,
 	// and the exchanger (the replay cache around fosite and the durable
 	// replay record).
-	clientAuth    *clientAuthenticator
-	revoker       Store // every revocation goes through it (Deps.Store)
-	grants        map[string]grant
-	exchanger     exchanger
-	authFailLimit *failureLimiter
+	clientAuth *clientAuthenticator
+	revoker    Store // every revocation goes through it (Deps.Store)
+	grants     map[string]grant
+	exchanger  exchanger
 
 	// dpopToken verifies DPoP proofs at the token endpoint (nonces as
 	// configured), dpopResource at UserInfo (no nonce, RFC 9449 §7).
@@ -52,9 +51,9 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	methods     methodSet // the sign-in methods (signin.go)
-	clientLimit *clientLimiter
+	methods     methodSet            // the sign-in methods (signin.go)
 	limits      *limits.Limiter      // abuse budgets (Deps.Limits)
+	devices     deviceCodec          // browsers that signed in as a username before
 	adminTokens adminTokens          // for introspection
 	admin       AdminAPI             // under /admin/ (MountAdmin); nil: none
 	federation  *federation.Registry // upstream providers (Deps.Federation); nil: none
@@ -104,6 +103,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		now:          deps.Now,
 		hasher:       NewSecretHasher(cfg.Secret),
 		cookies:      newCookieCodec(cfg.Secret, iss.Scheme == "https"),
+		devices:      newDeviceCodec(cfg.Secret, iss.Scheme == "https"),
 		people:       deps.People,
 		scopes:       newScopeWords(cfg.ScopeDescriptions),
 		pages:        templates.Parse(),
@@ -117,7 +117,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.metrics.watchPasswords(deps.Passwords)
 	}
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
-	s.provider = newProvider(cfg, deps.Store, s.clientAuth)
+	s.provider = newProvider(cfg, deps.Store, s.clientAuth, deps.Now)
 	s.grants = s.provider.grants()
 	s.enableTokenExchange(deps.Federation)
 	sealKey := deriveKey(cfg.Secret, "replay-cache")
@@ -132,8 +132,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
 	}
-	s.clientLimit = newClientLimiter(cfg.TokenLimits)
-	s.authFailLimit = newFailureLimiter(cfg.AuthFailureLimits.PerSecond, cfg.AuthFailureLimits.Burst)
 	s.limits = deps.Limits
 	if s.limits == nil {
 		s.limits = limits.New(limits.Options{Now: deps.Now, Logger: deps.Logger})

@@ -91,7 +91,8 @@ func (s *Server) signInStep(w http.ResponseWriter, a *authzRequest, post url.Val
 		s.renderLogin(w, a.r, http.StatusBadRequest, a.client, loginPage{msg: "This way of signing in is not available. Choose another."})
 		return progress{}, false
 	}
-	res, err := m.Verify(a.r.Context(), signin.Input{Fields: post, RemoteIP: clientIP(a.r), Action: a.r.URL.RequestURI()})
+	res, err := m.Verify(a.r.Context(), signin.Input{Fields: post, RemoteIP: clientIP(a.r), Action: a.r.URL.RequestURI(),
+		KnownDevice: s.devices.known(a.r)})
 	if err != nil {
 		s.failSignIn(w, a.r, a.ar, a.client, name, err)
 		return progress{}, false
@@ -146,6 +147,7 @@ func (s *Server) startSession(w http.ResponseWriter, a *authzRequest, res signin
 		return false
 	}
 	s.cookies.setSession(w, ref, s.cfg.SessionTTL)
+	s.devices.remember(w, a.r, res.User.Username)
 	a.cur, a.isSignedIn = signedIn{ref: ref, session: bs, user: res.User}, true
 	return true
 }

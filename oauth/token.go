@@ -69,13 +69,18 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	}
 	req.client = client
 	// 3. Rate-limit the authenticated client. A confidential client proved
-	// its secret; a public client only named itself, so it is charged at
-	// step 4, once its code or refresh token proved to be one this server
-	// issued: nobody can push a client_id they do not own into 429.
-	if !client.IsPublic() {
-		if err := s.chargeClient(client); err != nil {
+	// its secret and is charged now. A public client only named itself:
+	// its budget is checked now and charged only for a request that
+	// succeeds (step 5), while its failures (a revoked refresh token
+	// replayed, a wrong code_verifier) are charged to the source address
+	// for that client: nobody can push a client_id they do not own into
+	// 429, and one user's failures do not spend every user's budget.
+	if client.IsPublic() {
+		if err := s.checkPublicClient(ctx, r, client); err != nil {
 			return nil, err
 		}
+	} else if err := s.chargeClient(ctx, client); err != nil {
+		return nil, err
 	}
 	// 4. The grant's own checks.
 	g, name, err := s.lookupGrant(r.PostForm)
@@ -95,11 +100,6 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 			return nil, err
 		}
 	}
-	if client.IsPublic() {
-		if err := s.chargeClient(client); err != nil {
-			return nil, err
-		}
-	}
 	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {
 		return nil, err
 	}
@@ -111,6 +111,9 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	}
 	// 5. Exchange.
 	a, err := s.exchanger.exchange(withClient(ctx, client), req)
+	if client.IsPublic() {
+		s.settlePublicClient(ctx, r, client, err)
+	}
 	if name == grantTokenExchange {
 		s.afterTokenExchange(ctx, a, err)
 		if err == nil {
@@ -127,18 +130,41 @@ func (s *Server) chargeAuthFailure(r *http.Request, err error) error {
 	if fosite.ErrorToRFC6749Error(err).ErrorField != fosite.ErrInvalidClient.ErrorField {
 		return err
 	}
-	if ok, wait := s.authFailLimit.fail(clientIP(r)); !ok {
+	if ok, wait := s.limits.Charge(r.Context(), "client-auth-failures", clientIP(r), s.cfg.AuthFailureLimits.rate()); !ok {
 		return errTooManyRequests(wait, "Too many failed client authentications from this address; retry after the Retry-After delay.")
 	}
 	return err
 }
 
 // chargeClient charges one token request to the client's rate limit.
-func (s *Server) chargeClient(c fosite.Client) error {
-	if ok, wait := s.clientLimit.allow(c.GetID()); !ok {
+func (s *Server) chargeClient(ctx context.Context, c fosite.Client) error {
+	if ok, wait := s.limits.Take(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate()); !ok {
 		return errTooManyRequests(wait, "Too many token requests for this client; retry after the Retry-After delay.")
 	}
 	return nil
+}
+
+// checkPublicClient refuses a public client's request while the client's
+// budget, or this source's failures for it, are spent; it charges nothing.
+func (s *Server) checkPublicClient(ctx context.Context, r *http.Request, c fosite.Client) error {
+	if wait := s.limits.Wait(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate()); wait > 0 {
+		return errTooManyRequests(wait, "Too many token requests for this client; retry after the Retry-After delay.")
+	}
+	if wait := s.limits.Wait(ctx, "token-grant-failures", c.GetID()+"\x00"+clientIP(r), s.cfg.AuthFailureLimits.rate()); wait > 0 {
+		return errTooManyRequests(wait, "Too many failed token requests for this client from this address; retry after the Retry-After delay.")
+	}
+	return nil
+}
+
+// settlePublicClient charges a public client's answered request: a
+// success to the client's budget, a failed grant to the source address.
+func (s *Server) settlePublicClient(ctx context.Context, r *http.Request, c fosite.Client, err error) {
+	switch {
+	case err == nil:
+		s.limits.Charge(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate())
+	case toRFC6749(err).ErrorField == fosite.ErrInvalidGrant.ErrorField:
+		s.limits.Charge(ctx, "token-grant-failures", c.GetID()+"\x00"+clientIP(r), s.cfg.AuthFailureLimits.rate())
+	}
 }
 
 // writeToken is step 6: the one place that writes a token endpoint answer

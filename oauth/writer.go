@@ -227,15 +227,23 @@ func errorCause(err error) string {
 	return ""
 }
 
+// maxErrorDescription bounds an error_description (bytes): fosite's hints
+// may echo what the request sent (a scope, a parameter's name).
+const maxErrorDescription = 1024
+
 // errorDescription returns d with only the characters RFC 6749 §5.2 allows
 // in error_description (%x20-21 / %x23-5B / %x5D-7E): "§" becomes
 // "Section", "…" becomes "...", a double quote a single one, and any other
 // character outside the set (non-ASCII, control, backslash) is dropped, so
-// nothing a client sent is echoed in a form the spec forbids.
+// nothing a client sent is echoed in a form the spec forbids. It is at most
+// maxErrorDescription bytes (cut with "...").
 func errorDescription(d string) string {
 	var b strings.Builder
-	b.Grow(len(d))
+	b.Grow(min(len(d), maxErrorDescription+16))
 	for _, c := range d {
+		if b.Len() > maxErrorDescription+8 {
+			break
+		}
 		switch {
 		case c == '§':
 			b.WriteString("Section ")
@@ -247,5 +255,9 @@ func errorDescription(d string) string {
 			b.WriteRune(c)
 		}
 	}
-	return strings.TrimSpace(strings.ReplaceAll(b.String(), "Section  ", "Section "))
+	out := strings.TrimSpace(strings.ReplaceAll(b.String(), "Section  ", "Section "))
+	if len(out) > maxErrorDescription {
+		out = out[:maxErrorDescription-3] + "..."
+	}
+	return out
 }

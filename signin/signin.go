@@ -71,7 +71,15 @@ type Route struct {
 // callback) hands the result back so the flow continues the authorization
 // request it came from (returnTo is that request's URL, which the method
 // kept, e.g. in its state).
+//
+// The flow trusts res: the method has checked its proof and that it
+// belongs to this browser (its own state or CSRF token). returnTo must be
+// this server's authorization endpoint as Page.Action gave it (a path and
+// a query); any other URL is refused with an error page, never followed.
 type Flow interface {
+	// Complete starts the session of res (its AMR and AuthTime recorded)
+	// and continues returnTo's request as after a login POST: consent,
+	// one tap or the code, as the flow decides.
 	Complete(w http.ResponseWriter, r *http.Request, returnTo string, res Result)
 	// Fail shows the login page of returnTo's request with the failure.
 	Fail(w http.ResponseWriter, r *http.Request, returnTo string, f *Failure)
@@ -106,6 +114,11 @@ type Input struct {
 	RemoteIP string
 	// Action is the URL the form was posted to.
 	Action string
+	// KnownDevice reports whether this browser has signed in as username
+	// before (the flow's device cookie): a method's per-username back-off,
+	// which anyone's failures feed, need not hold back the person on their
+	// own browser. Nil means no.
+	KnownDevice func(username string) bool
 }
 
 // Result is a successful sign-in.

@@ -64,7 +64,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
 	deps.People = people
 	if len(deps.Methods) == 0 {
-		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Logger: deps.Logger, Now: deps.Now})
+		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Budgets: deps.Limits, Logger: deps.Logger, Now: deps.Now})
 		deps.Methods = []signin.Method{pw}
 		if sv.Methods != nil {
 			deps.Methods = sv.Methods(people, pw)

@@ -1,12 +1,12 @@
 package pwd
 
 import (
+	"context"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/authd/authd/limits"
 )
 
 // Limits configures how failed sign-ins are slowed down. Only failures
@@ -15,8 +15,8 @@ import (
 type Limits struct {
 	// Disabled turns the limits off (tests, load generators).
 	Disabled bool
-	// FreeFailures is how many consecutive failures a username gets before
-	// back-off starts (default 5).
+	// FreeFailures is how many consecutive failures of a username from one
+	// source address start its back-off (default 5).
 	FreeFailures int
 	// Backoff is the first back-off; it doubles with each further failure
 	// (default 1s).
@@ -24,6 +24,10 @@ type Limits struct {
 	// MaxBackoff caps the back-off (default 5m): nobody is locked out of
 	// an account by someone else's guesses for longer than this.
 	MaxBackoff time.Duration
+	// UserFreeFailures is how many failures of a username from all
+	// sources together start its back-off (default 4×FreeFailures); a
+	// browser that signed in as that username before is exempt.
+	UserFreeFailures int
 	// IPFailuresPerMinute and IPBurst bound failures per client IP with a
 	// token bucket (defaults 30/min, burst 60).
 	IPFailuresPerMinute float64
@@ -33,6 +37,9 @@ type Limits struct {
 func (l *Limits) applyDefaults() {
 	if l.FreeFailures == 0 {
 		l.FreeFailures = 5
+	}
+	if l.UserFreeFailures == 0 {
+		l.UserFreeFailures = 4 * l.FreeFailures
 	}
 	if l.Backoff == 0 {
 		l.Backoff = time.Second
@@ -48,108 +55,87 @@ func (l *Limits) applyDefaults() {
 	}
 }
 
-// userFailures is one username's run of consecutive failures.
-type userFailures struct {
-	count int
-	until time.Time // no attempt before this time
-	last  time.Time
-}
+// The budgets, kept in a limits.Limiter (shared by every replica through
+// Redis, or per process):
+//
+//   - per (username, source address), strictly: FreeFailures, then a
+//     doubling back-off; what one source can guess at one account;
+//   - per username, loosely: UserFreeFailures, then the same back-off;
+//     what everyone together can guess at one account. A browser that
+//     has signed in as that username before (the device cookie) is not
+//     held back by it: an attack from elsewhere does not lock the person
+//     out on their own phone;
+//   - per source address: a bucket of failures (IPFailuresPerMinute,
+//     IPBurst), whatever the usernames.
+//
+// Only failures are charged; a success ends the username's runs.
+const (
+	budgetUserSource = "pwd-user-source"
+	budgetUser       = "pwd-user"
+	budgetSource     = "pwd-source"
+)
 
-// loginLimiter tracks failed sign-ins per username (exponential back-off,
-// reset by a success) and per client IP (a token bucket of failures,
-// golang.org/x/time/rate). State is per process; with several replicas each
-// enforces its own limits.
+// loginLimiter applies the budgets.
 type loginLimiter struct {
-	cfg   Limits
-	now   func() time.Time
-	mu    sync.Mutex
-	users map[string]*userFailures
-	ips   map[string]*rate.Limiter
-	swept time.Time
+	cfg Limits
+	b   *limits.Limiter
 }
 
-func newLoginLimiter(cfg Limits, now func() time.Time) *loginLimiter {
+func newLoginLimiter(cfg Limits, b *limits.Limiter, now func() time.Time) *loginLimiter {
 	cfg.applyDefaults()
-	return &loginLimiter{cfg: cfg, now: now, users: map[string]*userFailures{}, ips: map[string]*rate.Limiter{}}
+	if b == nil {
+		b = limits.New(limits.Options{Now: now})
+	}
+	return &loginLimiter{cfg: cfg, b: b}
 }
+
+func (l *loginLimiter) strict() limits.Backoff {
+	return limits.Backoff{Free: l.cfg.FreeFailures, First: l.cfg.Backoff, Max: l.cfg.MaxBackoff}
+}
+
+func (l *loginLimiter) loose() limits.Backoff {
+	return limits.Backoff{Free: l.cfg.UserFreeFailures, First: l.cfg.Backoff, Max: l.cfg.MaxBackoff}
+}
+
+func (l *loginLimiter) sourceRate() limits.Rate {
+	return limits.Rate{PerSecond: l.cfg.IPFailuresPerMinute / 60, Burst: l.cfg.IPBurst}
+}
+
+func userSource(username, ip string) string { return username + "\x00" + ip }
 
 // allow reports whether a sign-in attempt for username from ip may be
-// checked now, and if not, how long the caller must wait.
-func (l *loginLimiter) allow(username, ip string) (bool, time.Duration) {
+// checked now, and if not, how long the caller must wait. known: the
+// browser has signed in as username before.
+func (l *loginLimiter) allow(ctx context.Context, username, ip string, known bool) (bool, time.Duration) {
 	if l.cfg.Disabled {
 		return true, 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.sweep(now)
-	var wait time.Duration
-	if u := l.users[username]; u != nil && now.Before(u.until) {
-		wait = u.until.Sub(now)
+	wait := l.b.Blocked(ctx, budgetUserSource, userSource(username, ip))
+	if !known {
+		wait = max(wait, l.b.Blocked(ctx, budgetUser, username))
 	}
-	if lim := l.ips[ip]; lim != nil && lim.TokensAt(now) < 1 {
-		r := lim.ReserveN(now, 1)
-		if d := r.DelayFrom(now); d > wait {
-			wait = d
-		}
-		r.CancelAt(now)
-	}
+	wait = max(wait, l.b.Wait(ctx, budgetSource, ip, l.sourceRate()))
 	return wait <= 0, wait
 }
 
 // failed records a failed attempt.
-func (l *loginLimiter) failed(username, ip string) {
+func (l *loginLimiter) failed(ctx context.Context, username, ip string) {
 	if l.cfg.Disabled {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	u := l.users[username]
-	if u == nil {
-		u = &userFailures{}
-		l.users[username] = u
-	}
-	u.count++
-	u.last = now
-	if over := u.count - l.cfg.FreeFailures; over >= 0 {
-		d := time.Duration(float64(l.cfg.Backoff) * math.Pow(2, float64(min(over, 30))))
-		u.until = now.Add(min(d, l.cfg.MaxBackoff))
-	}
-	lim := l.ips[ip]
-	if lim == nil {
-		lim = rate.NewLimiter(rate.Limit(l.cfg.IPFailuresPerMinute/60), l.cfg.IPBurst)
-		l.ips[ip] = lim
-	}
-	lim.AllowN(now, 1)
+	l.b.Fail(ctx, budgetUserSource, userSource(username, ip), l.strict())
+	l.b.Fail(ctx, budgetUser, username, l.loose())
+	l.b.Charge(ctx, budgetSource, ip, l.sourceRate())
 }
 
-// succeeded clears the username's failures (the IP bucket refills by itself).
-func (l *loginLimiter) succeeded(username string) {
+// succeeded ends the username's runs of failures (the source's bucket
+// refills by itself).
+func (l *loginLimiter) succeeded(ctx context.Context, username, ip string) {
 	if l.cfg.Disabled {
 		return
 	}
-	l.mu.Lock()
-	delete(l.users, username)
-	l.mu.Unlock()
-}
-
-// sweep drops idle entries once a minute so memory stays bounded.
-func (l *loginLimiter) sweep(now time.Time) {
-	if now.Sub(l.swept) < time.Minute {
-		return
-	}
-	l.swept = now
-	for k, u := range l.users {
-		if now.Sub(u.last) > l.cfg.MaxBackoff && now.After(u.until) {
-			delete(l.users, k)
-		}
-	}
-	for k, lim := range l.ips {
-		if lim.TokensAt(now) >= float64(l.cfg.IPBurst) {
-			delete(l.ips, k)
-		}
-	}
+	l.b.Reset(ctx, budgetUserSource, userSource(username, ip))
+	l.b.Reset(ctx, budgetUser, username)
 }
 
 // retryAfterSeconds is a wait in whole seconds, at least 1, rounded up as

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/limits"
 	"github.com/authd/authd/signin"
 	"github.com/authd/authd/storage"
 )
@@ -36,6 +37,9 @@ type Authenticator interface {
 type Options struct {
 	// Limits slow down failed sign-ins (oauth.Config.LoginLimits).
 	Limits Limits
+	// Budgets keeps the back-off (shared by every replica when it has a
+	// Redis); nil keeps it in this process.
+	Budgets *limits.Limiter
 	// Logger receives unexpected failures (default slog.Default()).
 	Logger *slog.Logger
 	// Now is the back-off's clock (default time.Now).
@@ -59,7 +63,7 @@ func New(people Authenticator, o Options) *Method {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Method{people: people, limit: newLoginLimiter(o.Limits, o.Now), log: o.Logger}
+	return &Method{people: people, limit: newLoginLimiter(o.Limits, o.Budgets, o.Now), log: o.Logger}
 }
 
 // Name implements signin.Method.
@@ -90,7 +94,8 @@ func (m *Method) Verify(ctx context.Context, in signin.Input) (signin.Result, er
 	if p, err := identity.PrepareUsername(username); err == nil {
 		key = p
 	}
-	if ok, wait := m.limit.allow(key, in.RemoteIP); !ok {
+	known := in.KnownDevice != nil && in.KnownDevice(username)
+	if ok, wait := m.limit.allow(ctx, key, in.RemoteIP, known); !ok {
 		return signin.Result{}, &signin.Failure{Status: http.StatusTooManyRequests, RetryAfter: wait, Username: username,
 			Message: "Too many failed sign-in attempts. Try again in " + retryAfterWords(wait) + "."}
 	}
@@ -106,11 +111,11 @@ func (m *Method) Verify(ctx context.Context, in signin.Input) (signin.Result, er
 			m.log.Error("authenticate", "error", err)
 		}
 		// One message for unknown user, wrong password and disabled user.
-		m.limit.failed(key, in.RemoteIP)
+		m.limit.failed(ctx, key, in.RemoteIP)
 		return signin.Result{}, &signin.Failure{Status: http.StatusUnauthorized, Message: "Wrong username or password.",
 			Username: username, Invalid: true}
 	}
-	m.limit.succeeded(key)
+	m.limit.succeeded(ctx, key, in.RemoteIP)
 	// RFC 8176 §2: "pwd", password-based authentication.
 	return signin.Result{User: u, AMR: []string{"pwd"}}, nil
 }
