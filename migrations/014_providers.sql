@@ -52,6 +52,23 @@ create table federation_exchanges (
 );
 create index federation_exchanges_expires_at_idx on federation_exchanges (expires_at);
 
+-- Browser sign-ins in flight at a provider (authd is its relying party):
+-- key is the SHA-256 of the state sent to the provider, browser the SHA-256
+-- of the random cookie that binds the sign-in to the browser that started
+-- it. sealed holds the nonce, the PKCE code_verifier and the authorization
+-- request to return to, sealed under a key derived from the system secret
+-- and the state: nothing here is usable without the state. A callback
+-- takes its row with one conditional DELETE (single-use, and only from the
+-- browser that started it).
+create table federation_logins (
+    key         text collate "C" primary key,
+    browser     text collate "C" not null,
+    provider_id text collate "C" not null,
+    sealed      bytea not null,
+    expires_at  timestamptz not null
+);
+create index federation_logins_expires_at_idx on federation_logins (expires_at);
+
 -- Apple refresh tokens (sealed), revoked at Apple when the user is deleted
 -- (App Store Review Guideline 5.1.1(v)).
 create table provider_tokens (
@@ -68,6 +85,7 @@ create index provider_tokens_subject_idx on provider_tokens (subject);
 ---- create above / drop below ----
 
 drop table provider_tokens;
+drop table federation_logins;
 drop table federation_exchanges;
 drop table federated_identities;
 drop table providers;

@@ -101,9 +101,7 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
 		AuthTime: authTime, Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
-	if req.grantType == grantTokenExchange {
-		c.AMR = sessionAMR(sess)
-	}
+	c.AMR = sessionAMR(sess)
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {
 		if u, err := x.users.GetUserBySubject(ctx, sess.Subject); err == nil {
 			addProfileClaims(&c, u, ar.GetGrantedScopes())

@@ -49,6 +49,15 @@ type FederatedIdentity struct {
 	CreatedAt  time.Time
 }
 
+// FederationLogin is a browser sign-in in flight at a provider.
+type FederationLogin struct {
+	Key        string // SHA-256 of the state
+	Browser    string // SHA-256 of the binding cookie
+	ProviderID string
+	Sealed     []byte // nonce, code_verifier, return_to, sealed under the state
+	ExpiresAt  time.Time
+}
+
 // ProviderStore keeps upstream providers and the identities linked
 // through them.
 type ProviderStore interface {
@@ -93,6 +102,14 @@ type ProviderStore interface {
 	// first transaction to end, so a false here sees its commit). The row
 	// may go after expiresAt.
 	ConsumeSubjectToken(ctx context.Context, key string, expiresAt time.Time) (bool, error)
+	// CreateFederationLogin stores a sign-in in flight; ErrAlreadyExists
+	// if its key is taken.
+	CreateFederationLogin(ctx context.Context, l *FederationLogin) error
+	// TakeFederationLogin deletes and returns the unexpired sign-in with
+	// this key started by this browser: of concurrent takes one gets it.
+	// ErrNotFound otherwise (unknown, taken, expired or another browser's,
+	// which stays for its own browser).
+	TakeFederationLogin(ctx context.Context, key, browser string, now time.Time) (*FederationLogin, error)
 	// DeleteExpiredSubjectTokens deletes up to limit consumed-token rows
 	// that expired before now and returns how many it deleted.
 	DeleteExpiredSubjectTokens(ctx context.Context, now time.Time, limit int) (int, error)

@@ -14,6 +14,7 @@ import (
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/fed"
 	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
@@ -77,10 +78,12 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		Resource: dpop.NewVerifier(dpop.Options{Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
 	}
 	// The sign-in methods, in the login page's order.
-	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
 	// Upstream providers (package federation): every replica reloads them
-	// within federation.PollInterval of a change.
+	// within federation.PollInterval of a change; their buttons follow the
+	// password form.
 	providers := federation.NewRegistry(federation.RegistryConfig{Secret: oc.Secret, Store: b.store, Logger: log})
+	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log}),
+		fed.New(fed.Options{Secret: oc.Secret, Issuer: oc.Issuer, Registry: providers, Store: revoking, Logger: log})}
 	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
 		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit(),
 		Federation: providers})

@@ -10,10 +10,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +38,27 @@ type Upstream struct {
 	gen       int
 	// JWKSHits counts JWKS requests.
 	JWKSHits int
+
+	// Next is who signs in at the authorization endpoint (Subject, Email,
+	// EmailVerified, Name; the rest is filled in).
+	Next Claims
+	// ClientID and ClientSecret are what the token endpoint accepts;
+	// CheckSecret, when set, checks the presented client_secret instead
+	// (Apple's ES256 JWT).
+	ClientID     string
+	ClientSecret string
+	CheckSecret  func(secret string) error
+	// FormPost answers the authorization endpoint with a page whose form
+	// posts the response (response_mode=form_post), as Apple does.
+	codes map[string]pending
+	// Revoked lists the tokens posted to the revocation endpoint.
+	Revoked []string
+}
+
+type pending struct {
+	claims    Claims
+	challenge string
+	redirect  string
 }
 
 // New starts an upstream; it stops with the test.
@@ -58,6 +83,15 @@ func New(t testing.TB) *Upstream {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(set)
 	})
+	mux.HandleFunc("GET /authorize", u.authorize)
+	mux.HandleFunc("POST /token", u.token)
+	mux.HandleFunc("POST /revoke", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		u.mu.Lock()
+		u.Revoked = append(u.Revoked, r.PostForm.Get("token"))
+		u.mu.Unlock()
+	})
+	u.codes = map[string]pending{}
 	u.Server = httptest.NewServer(mux)
 	t.Cleanup(u.Server.Close)
 	u.Issuer = u.Server.URL
@@ -146,6 +180,86 @@ func Sign(t testing.TB, key *ecdsa.PrivateKey, kid string, claims map[string]any
 	s, err := jwt.Signed(sig).Claims(claims).Serialize()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+// authorize signs Next in at once and sends the code back: a redirect, or
+// for response_mode=form_post a page with the form to post (the test
+// posts it, as the browser's script would).
+func (u *Upstream) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("client_id") != u.ClientID || q.Get("code_challenge_method") != "S256" || q.Get("nonce") == "" {
+		http.Error(w, "bad authorization request", http.StatusBadRequest)
+		return
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	code := fmt.Sprintf("%x", b)
+	u.mu.Lock()
+	c := u.Next
+	c.Nonce = q.Get("nonce")
+	if c.Audience == "" {
+		c.Audience = u.ClientID
+	}
+	u.codes[code] = pending{claims: c, challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri")}
+	u.mu.Unlock()
+	if q.Get("response_mode") == "form_post" {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<form method="post" action="%s"><input name="code" value="%s"><input name="state" value="%s"><input name="user" value='{"name":{"firstName":"Ann","lastName":"Apple"}}'></form>`,
+			html.EscapeString(q.Get("redirect_uri")), code, html.EscapeString(q.Get("state")))
+		return
+	}
+	to, _ := url.Parse(q.Get("redirect_uri"))
+	v := to.Query()
+	v.Set("code", code)
+	v.Set("state", q.Get("state"))
+	to.RawQuery = v.Encode()
+	http.Redirect(w, r, to.String(), http.StatusFound)
+}
+
+// token redeems a code once: client authentication, redirect_uri and the
+// PKCE verifier (RFC 7636 S256) checked.
+func (u *Upstream) token(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	f := r.PostForm
+	u.mu.Lock()
+	p, ok := u.codes[f.Get("code")]
+	delete(u.codes, f.Get("code"))
+	check := u.CheckSecret
+	u.mu.Unlock()
+	sum := sha256.Sum256([]byte(f.Get("code_verifier")))
+	switch {
+	case !ok || f.Get("redirect_uri") != p.redirect:
+		http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+		return
+	case f.Get("client_id") != u.ClientID:
+		http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+		return
+	case check == nil && f.Get("client_secret") != u.ClientSecret, check != nil && check(f.Get("client_secret")) != nil:
+		http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+		return
+	case base64.RawURLEncoding.EncodeToString(sum[:]) != p.challenge:
+		http.Error(w, `{"error":"invalid_grant"}`, http.StatusBadRequest)
+		return
+	}
+	u.mu.Lock()
+	key, kid := u.key, u.kid
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "upstream-at", "token_type": "Bearer", "expires_in": 3600,
+		"refresh_token": "upstream-rt-" + p.claims.Subject, "id_token": signFill(key, kid, u.fill(p.claims))})
+}
+
+func signFill(key *ecdsa.PrivateKey, kid string, claims map[string]any) string {
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+	if err != nil {
+		panic(err)
+	}
+	s, err := jwt.Signed(sig).Claims(claims).Serialize()
+	if err != nil {
+		panic(err)
 	}
 	return s
 }

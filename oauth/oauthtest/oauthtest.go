@@ -19,6 +19,7 @@ import (
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/fed"
 	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
@@ -63,9 +64,13 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	people := identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
 		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
 	deps.People = people
+	if deps.Federation == nil {
+		deps.Federation = federation.NewRegistry(federation.RegistryConfig{Secret: cfg.Secret, Store: backend, Now: deps.Now, Logger: deps.Logger})
+	}
 	if len(deps.Methods) == 0 {
 		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Budgets: deps.Limits, Logger: deps.Logger, Now: deps.Now})
-		deps.Methods = []signin.Method{pw}
+		deps.Methods = []signin.Method{pw, fed.New(fed.Options{Secret: cfg.Secret, Issuer: cfg.Issuer, Registry: deps.Federation,
+			Store: revoking, Logger: deps.Logger, Now: deps.Now})}
 		if sv.Methods != nil {
 			deps.Methods = sv.Methods(people, pw)
 		}
@@ -89,9 +94,6 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	deps.DPoP = oauth.DPoPVerifiers{
 		Token:    dpop.NewVerifier(dpop.Options{Now: deps.Now, Nonces: nonces, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
 		Resource: dpop.NewVerifier(dpop.Options{Now: deps.Now, Replay: sv.DPoPReplay, OnStoreError: onStoreError}),
-	}
-	if deps.Federation == nil {
-		deps.Federation = federation.NewRegistry(federation.RegistryConfig{Secret: cfg.Secret, Store: backend, Now: deps.Now, Logger: deps.Logger})
 	}
 	srv, err := oauth.New(cfg, deps)
 	if err != nil {

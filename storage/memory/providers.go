@@ -19,6 +19,7 @@ type fedTables struct {
 	providers map[string]storage.Provider
 	links     map[[2]string]storage.FederatedIdentity
 	consumed  map[string]time.Time
+	logins    map[string]storage.FederationLogin
 	version   int64
 }
 
@@ -26,7 +27,8 @@ type fedTables struct {
 func (s *Store) fedT() *fedTables {
 	if s.fed == nil {
 		s.fed = &fedTables{providers: map[string]storage.Provider{},
-			links: map[[2]string]storage.FederatedIdentity{}, consumed: map[string]time.Time{}}
+			links: map[[2]string]storage.FederatedIdentity{}, consumed: map[string]time.Time{},
+			logins: map[string]storage.FederationLogin{}}
 	}
 	return s.fed
 }
@@ -270,4 +272,40 @@ func (s *Store) DeleteExpiredSubjectTokens(_ context.Context, now time.Time, lim
 		}
 	})
 	return n, nil
+}
+
+// CreateFederationLogin stores a sign-in in flight.
+func (s *Store) CreateFederationLogin(ctx context.Context, l *storage.FederationLogin) error {
+	var err error
+	s.tx(func() {
+		t := s.fedT()
+		if _, ok := t.logins[l.Key]; ok {
+			err = fmt.Errorf("memory: create federation login: %w", storage.ErrAlreadyExists)
+			return
+		}
+		c := *l
+		c.Sealed = slices.Clone(l.Sealed)
+		t.logins[l.Key] = c
+		s.record(ctx, func() { delete(t.logins, l.Key) })
+	})
+	return err
+}
+
+// TakeFederationLogin deletes and returns the sign-in.
+func (s *Store) TakeFederationLogin(ctx context.Context, key, browser string, now time.Time) (*storage.FederationLogin, error) {
+	var out *storage.FederationLogin
+	s.tx(func() {
+		t := s.fedT()
+		l, ok := t.logins[key]
+		if !ok || l.Browser != browser || !l.ExpiresAt.After(now) {
+			return
+		}
+		delete(t.logins, key)
+		s.record(ctx, func() { t.logins[key] = l })
+		out = &l
+	})
+	if out == nil {
+		return nil, fmt.Errorf("memory: take federation login: %w", storage.ErrNotFound)
+	}
+	return out, nil
 }

@@ -209,3 +209,23 @@ func (s *Store) DeleteExpiredSubjectTokens(ctx context.Context, now time.Time, l
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// CreateFederationLogin stores a sign-in in flight.
+func (s *Store) CreateFederationLogin(ctx context.Context, l *storage.FederationLogin) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO federation_logins (key, browser, provider_id, sealed, expires_at)
+		VALUES ($1, $2, $3, $4, $5)`, l.Key, l.Browser, l.ProviderID, l.Sealed, l.ExpiresAt)
+	return translate("create federation login", err)
+}
+
+// TakeFederationLogin deletes and returns the sign-in: one conditional
+// DELETE, so a replayed state finds nothing.
+func (s *Store) TakeFederationLogin(ctx context.Context, key, browser string, now time.Time) (*storage.FederationLogin, error) {
+	var l storage.FederationLogin
+	err := s.q(ctx).QueryRow(ctx, `DELETE FROM federation_logins WHERE key = $1 AND browser = $2 AND expires_at > $3
+		RETURNING key, browser, provider_id, sealed, expires_at`, key, browser, now).
+		Scan(&l.Key, &l.Browser, &l.ProviderID, &l.Sealed, &l.ExpiresAt)
+	if err != nil {
+		return nil, translate("take federation login", err)
+	}
+	return &l, nil
+}
