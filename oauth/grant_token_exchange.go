@@ -178,7 +178,7 @@ func (s *Server) afterTokenExchange(ctx context.Context, a *answer, err error) {
 	switch {
 	case err == nil:
 		s.countFederation(n.provider.ID, "native", "ok")
-	case errors.Is(err, errSubjectTokenUsed):
+	case toRFC6749(err).HintField == errSubjectTokenUsed.HintField: // errors.Is matches any invalid_request
 		s.countFederation(n.provider.ID, "native", "reuse")
 	default:
 		s.countFederation(n.provider.ID, "native", "error")
