@@ -23,6 +23,8 @@ var memoryCleanupKinds = []string{
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
 	storage.CleanupSessions,
+	storage.CleanupFederationExchanges,
+	storage.CleanupFederationLogins,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -62,6 +64,10 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupFederationExchanges:
+		return s.DeleteExpiredSubjectTokens(ctx, before, limit)
+	case storage.CleanupFederationLogins:
+		return s.deleteExpiredLogins(before, limit), nil
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -309,3 +309,20 @@ func (s *Store) TakeFederationLogin(ctx context.Context, key, browser string, no
 	}
 	return out, nil
 }
+
+// deleteExpiredLogins deletes sign-ins that expired before before.
+func (s *Store) deleteExpiredLogins(before time.Time, limit int) int {
+	n := 0
+	s.tx(func() {
+		for k, l := range s.fedT().logins {
+			if n >= limit {
+				return
+			}
+			if l.ExpiresAt.Before(before) {
+				delete(s.fed.logins, k)
+				n++
+			}
+		}
+	})
+	return n
+}

@@ -235,6 +235,8 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupSessions, `least(idle_expires_at, expires_at) < $1`},
 	{storage.CleanupJobs, `status IN ('done', 'failed') AND finished_at < $1`},
 	{storage.CleanupReplayRecords, `window_end < $1`},
+	{storage.CleanupFederationExchanges, `expires_at < $1`},
+	{storage.CleanupFederationLogins, `expires_at < $1`},
 }
 
 // CleanupKinds returns every storage.Cleanup* kind: the schema holds them
