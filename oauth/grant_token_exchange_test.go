@@ -91,7 +91,18 @@ func TestTokenExchangeNative(t *testing.T) {
 			if !h.introspect(t, res2.str("access_token")) {
 				t.Fatal("token inactive")
 			}
-			_ = link
+			if amr := idTokenAMR(t, res2.str("id_token")); amr != `["fed"]` {
+				t.Fatalf("amr %s", amr)
+			}
+			// A disabled user gets no tokens from the native exchange.
+			ctx := context.Background()
+			if err := h.store.SetUserDisabled(ctx, link.Subject, true); err != nil {
+				t.Fatal(err)
+			}
+			res3 := h.tokenExchange(t, nativeClient, up.Mint(t, federationtest.Claims{Subject: "u1", Audience: nativeAudience}), nil)
+			if res3.status != 400 || res3.str("error") != "invalid_request" {
+				t.Fatalf("disabled user: %d %v", res3.status, res3.body)
+			}
 		})
 	}
 }
