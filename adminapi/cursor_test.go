@@ -32,7 +32,10 @@ func TestListCursorsTampered(t *testing.T) {
 				}
 				return c
 			}
-			lists := []string{"/admin/clients", "/admin/users"}
+			for range 2 {
+				h.login(t, newBrowser(t), h.authURL(publicClient, publicRedirect))
+			}
+			lists := []string{"/admin/clients", "/admin/users", "/admin/users/" + testUser + "/sessions"}
 			cursors := map[string]string{}
 			for _, l := range lists {
 				cursors[l] = next(l)

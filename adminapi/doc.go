@@ -23,7 +23,7 @@
 //	POST   /admin/users/{username}/disable       no more sign-ins; ends sessions, revokes tokens
 //	POST   /admin/users/{username}/enable        sign-ins again
 //	DELETE /admin/users/{username}               delete; ends sessions, revokes tokens → 204
-//	GET    /admin/users/{username}/sessions      the valid browser sessions
+//	GET    /admin/users/{username}/sessions      the valid browser sessions (paged: limit, cursor)
 //	POST   /admin/users/{username}/sign-out      end every session (tokens stay)
 //	GET    /admin/users/{username}/consents      the remembered consents
 //	DELETE /admin/users/{username}/consents/{client_id}

@@ -266,12 +266,13 @@ func (a *API) GetUser(ctx context.Context, caller Caller, username string) Respo
 	})
 }
 
-// UserSessions answers 200 with {"sessions": […]}, the user's valid
-// browser sessions, newest first (never a session's cookie reference).
-func (a *API) UserSessions(ctx context.Context, caller Caller, username string) Response {
+// UserSessions answers 200 with {"sessions": […], "next_cursor": …}, a
+// page (limit 1–200, 0 is 50) of the user's valid browser sessions after
+// cursor, newest first (never a session's cookie reference).
+func (a *API) UserSessions(ctx context.Context, caller Caller, username string, limit int, cursor string) Response {
 	return a.userRead(ctx, caller, ActionUserSessions, username, func(ctx context.Context, name string) (any, string, error) {
-		ss, err := a.people.Sessions(ctx, name)
-		return map[string]any{"sessions": ss}, "", err
+		page, err := a.people.SessionsPage(ctx, name, limit, cursor)
+		return page, "", err
 	})
 }
 

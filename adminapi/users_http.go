@@ -144,9 +144,24 @@ func (a *API) handleUserGet(w http.ResponseWriter, r *http.Request, caller Calle
 }
 
 func (a *API) handleUserSessions(w http.ResponseWriter, r *http.Request, caller Caller) {
-	if name, ok := a.pathVar(w, r, caller, ActionUserSessions, "username"); ok {
-		writeResponse(w, a.UserSessions(r.Context(), caller, name))
+	name, ok := a.pathVar(w, r, caller, ActionUserSessions, "username")
+	if !ok {
+		return
 	}
+	fail := func(desc string) {
+		writeResponse(w, a.userRefuse(r.Context(), userAudit{who: caller.String(), what: ActionUserSessions}, invalidRequest(desc)))
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		fail("The query string is not valid.")
+		return
+	}
+	limit, problem := listLimit(q, identity.MaxPageLimit)
+	if problem != "" {
+		fail(problem)
+		return
+	}
+	writeResponse(w, a.UserSessions(r.Context(), caller, name, limit, q.Get("cursor")))
 }
 
 func (a *API) handleUserConsents(w http.ResponseWriter, r *http.Request, caller Caller) {

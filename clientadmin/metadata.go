@@ -47,6 +47,14 @@ type ClientMetadata struct {
 	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
 	// authorization requests must come by PAR.
 	RequirePushedAuthorizationRequests bool `json:"require_pushed_authorization_requests,omitempty"`
+	// BackchannelLogoutURI is where authd POSTs logout tokens (OpenID
+	// Connect Back-Channel Logout 1.0 §2.2); validated by
+	// validateBackchannelLogoutURI.
+	BackchannelLogoutURI string `json:"backchannel_logout_uri,omitempty"`
+	// BackchannelLogoutSessionRequired (§2.2): the client wants a sid in
+	// logout tokens; authd always sends one. Only with a
+	// backchannel_logout_uri.
+	BackchannelLogoutSessionRequired bool `json:"backchannel_logout_session_required,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -283,6 +291,13 @@ func validateMetadata(m *ClientMetadata) error {
 			return invalidMetadata("post_logout_redirect_uris: %v", err)
 		}
 	}
+	if m.BackchannelLogoutURI != "" {
+		if err := validateBackchannelLogoutURI(m.BackchannelLogoutURI); err != nil {
+			return err
+		}
+	} else if m.BackchannelLogoutSessionRequired {
+		return invalidMetadata("backchannel_logout_session_required needs a backchannel_logout_uri")
+	}
 	switch m.IDTokenSignedResponseAlg {
 	case "", "RS256", "ES256":
 	default:
@@ -388,6 +403,8 @@ func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt tim
 		IDTokenSignedResponseAlg:           meta.IDTokenSignedResponseAlg,
 		DPoPBoundAccessTokens:              meta.DPoPBoundAccessTokens,
 		RequirePushedAuthorizationRequests: meta.RequirePushedAuthorizationRequests,
+		BackchannelLogoutURI:               meta.BackchannelLogoutURI,
+		BackchannelLogoutSessionRequired:   meta.BackchannelLogoutSessionRequired,
 		CreatedAt:                          storage.NormalizeTime(createdAt),
 		UpdatedAt:                          storage.NormalizeTime(updatedAt),
 	}
@@ -416,6 +433,8 @@ func clientInformation(c *storage.Client) *ClientInformation {
 			IDTokenSignedResponseAlg:           c.IDTokenSignedResponseAlg,
 			DPoPBoundAccessTokens:              c.DPoPBoundAccessTokens,
 			RequirePushedAuthorizationRequests: c.RequirePushedAuthorizationRequests,
+			BackchannelLogoutURI:               c.BackchannelLogoutURI,
+			BackchannelLogoutSessionRequired:   c.BackchannelLogoutSessionRequired,
 		},
 	}
 	if info.RedirectURIs == nil {

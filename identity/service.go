@@ -41,12 +41,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxSessions caps a user's browser sessions (default
+	// DefaultMaxSessions): a new sign-in ends the oldest beyond it.
+	MaxSessions int
 }
 
 // Default session lifetimes.
 const (
 	DefaultSessionTTL     = 12 * time.Hour
 	DefaultSessionIdleTTL = 2 * time.Hour
+	DefaultMaxSessions    = 50
 )
 
 // Service manages users, sessions and consents. It is safe for concurrent
@@ -67,6 +71,9 @@ func New(store Store, opts Options) *Service {
 	}
 	if opts.SessionIdleTTL > opts.SessionTTL {
 		opts.SessionIdleTTL = opts.SessionTTL
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.Passwords == nil {
 		opts.Passwords = password.Default()

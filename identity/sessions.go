@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/authd/authd/pagecursor"
 	"github.com/authd/authd/storage"
 )
 
@@ -68,6 +69,12 @@ func (s *Service) StartSessionAt(ctx context.Context, subject string, amr []stri
 		CreatedAt: now, LastSeenAt: now}
 	if err := s.store.CreateSession(ctx, x); err != nil {
 		return "", Session{}, fmt.Errorf("identity: start session: %w", err)
+	}
+	// The cap: the oldest sessions beyond it end (their apps are told, as
+	// for any session's end). A failure leaves more sessions for a while,
+	// never fewer, and the next sign-in trims again.
+	if _, err := s.store.TrimSessions(ctx, subject, s.opts.MaxSessions); err != nil {
+		s.opts.Logger.Warn("identity: trim sessions", "error", err)
 	}
 	return ref, viewSession(x), nil
 }
@@ -146,6 +153,17 @@ func (s *Service) UseSession(ctx context.Context, sessionID string) error {
 	return nil
 }
 
+// NoteClient records that clientID is being issued a code with openid for
+// the session, so that the session's end sends it a back-channel logout
+// (storage.SessionStore.NoteSessionClient). Run it in the transaction that
+// stores the code, after UseSession.
+func (s *Service) NoteClient(ctx context.Context, sessionID, clientID string) error {
+	if err := s.store.NoteSessionClient(ctx, sessionID, clientID); err != nil {
+		return fmt.Errorf("identity: note session client: %w", err)
+	}
+	return nil
+}
+
 // EndSession ends the session a reference names (sign-out in this
 // browser). Ending an unknown session succeeds.
 func (s *Service) EndSession(ctx context.Context, ref string) error {
@@ -170,6 +188,70 @@ func (s *Service) Sessions(ctx context.Context, username string) ([]Session, err
 		out = append(out, viewSession(x))
 	}
 	return out, nil
+}
+
+// SessionPage is one page of a user's valid sessions, newest first, and
+// the opaque cursor of the next page (absent on the last).
+type SessionPage struct {
+	Sessions   []Session `json:"sessions"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// SessionsPage returns up to limit (0 is DefaultPageLimit; at most
+// MaxPageLimit) of the user's valid sessions after cursor, newest first.
+// Errors: ErrUserNotFound, ErrInvalidLimit, ErrInvalidCursor. A user has
+// at most Options.MaxSessions sessions, so the page is cut from one read.
+func (s *Service) SessionsPage(ctx context.Context, username string, limit int, cursor string) (SessionPage, error) {
+	if limit == 0 {
+		limit = DefaultPageLimit
+	}
+	if limit < 1 || limit > MaxPageLimit {
+		return SessionPage{}, ErrInvalidLimit
+	}
+	u, err := s.lookup(ctx, username)
+	if err != nil {
+		return SessionPage{}, err
+	}
+	list := "sessions:" + u.Subject
+	after, ok := pagecursor.Decode(list, cursor)
+	if !ok {
+		return SessionPage{}, ErrInvalidCursor
+	}
+	xs, err := s.store.ListSessions(ctx, u.Subject, s.opts.Now())
+	if err != nil {
+		return SessionPage{}, fmt.Errorf("identity: list sessions: %w", err)
+	}
+	page := SessionPage{Sessions: []Session{}}
+	var last *storage.Session
+	for _, x := range xs {
+		if after != "" && sessionKey(x) >= after {
+			continue // on an earlier page: keys fall along the list
+		}
+		if len(page.Sessions) == limit {
+			page.NextCursor = pagecursor.Encode(list, sessionKey(last))
+			break
+		}
+		page.Sessions = append(page.Sessions, viewSession(x))
+		last = x
+	}
+	return page, nil
+}
+
+// sessionKey orders sessions as ListSessions does (newest first, then
+// id): a larger key comes earlier. Fixed width, so strings compare as
+// the order does.
+func sessionKey(x *storage.Session) string {
+	return fmt.Sprintf("%020d", x.CreatedAt.UnixNano()) + "|" + invertID(x.ID)
+}
+
+// invertID maps an id so that a smaller id has a larger key (ListSessions
+// puts the smaller id first among equal times).
+func invertID(id string) string {
+	b := []byte(id)
+	for i := range b {
+		b[i] = 0xff - b[i]
+	}
+	return fmt.Sprintf("%x", b)
 }
 
 // SignOut ends every session of the user, everywhere, and returns how many

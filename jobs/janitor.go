@@ -138,7 +138,7 @@ func RunSweeper(ctx context.Context, c storage.Cleaner, cfg JanitorConfig) {
 func (c *JanitorConfig) clean(ctx context.Context, cl storage.Cleaner, kind string, inTx func(context.Context, func(context.Context) error) error) (int, error) {
 	start := c.Now()
 	before := start.Add(-c.Grace)
-	if kind == storage.CleanupJobs {
+	if kind == storage.CleanupJobs || kind == storage.CleanupLogoutDeliveries {
 		before = before.Add(-c.JobRetention)
 	}
 	total, batches := 0, 0

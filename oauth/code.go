@@ -92,6 +92,9 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
 		return
 	}
+	if !s.noteSessionClient(tx, w, ar, cur) {
+		return
+	}
 	if err := s.store.Commit(tx); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			// The session's use was queued (UseSession): it ended

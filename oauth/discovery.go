@@ -43,6 +43,10 @@ type metadata struct {
 	// PAR (RFC 9126 §5).
 	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
 	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
+	// OpenID Connect Back-Channel Logout 1.0 §2.1: logout tokens are
+	// POSTed to clients' backchannel_logout_uri, always with a sid.
+	BackchannelLogoutSupported        bool `json:"backchannel_logout_supported"`
+	BackchannelLogoutSessionSupported bool `json:"backchannel_logout_session_supported"`
 }
 
 // endSessionEndpoint is the RP-initiated logout endpoint (endsession.go).
@@ -86,6 +90,8 @@ func (s *Server) metadataDocument() metadata {
 		DPoPSigningAlgValuesSupported:      dpop.SigningAlgs(),
 		PushedAuthorizationRequestEndpoint: iss + pathPAR,
 		RequirePushedAuthorizationRequests: s.cfg.RequirePAR,
+		BackchannelLogoutSupported:         true,
+		BackchannelLogoutSessionSupported:  true,
 	}
 }
 

@@ -97,6 +97,8 @@ func TestDecideTable(t *testing.T) {
 		{"silent SSO never", base(func(in *stepInput) { in.silentSSO = SilentSSONever }), stepConfirm, "interaction_required"},
 		{"silent SSO never, tapped", base(func(in *stepInput) { in.silentSSO, in.proven, in.interacted = SilentSSONever, true, true }), stepIssue, ""},
 		{"consent before one tap", base(func(in *stepInput) { in.public, in.redirectURI, in.consentCovers = true, redirectPrivate, false }), stepConsent, "consent_required"},
+		{"prompt=select_account: the one-tap page even where assured", base(func(in *stepInput) { in.promptSelectAccount = true }), stepConfirm, "interaction_required"},
+		{"prompt=select_account, tapped", base(func(in *stepInput) { in.promptSelectAccount, in.proven, in.interacted = true, true, true }), stepIssue, ""},
 		{"re-authenticate before consent", base(func(in *stepInput) { in.promptLogin, in.consentCovers = true, false }), stepReauth, "login_required"},
 		{"prompt=select_account: the account choice, not a silent code", base(func(in *stepInput) { in.promptSelectAccount = true }), stepConfirm, "interaction_required"},
 		{"prompt=select_account after the tap", base(func(in *stepInput) { in.promptSelectAccount, in.proven, in.interacted = true, true, true }), stepIssue, ""},
@@ -113,7 +115,8 @@ func TestDecideTable(t *testing.T) {
 	}
 }
 
-// TestDecideCrossProduct walks session state × prompt × max_age × consent
+// TestDecideCrossProduct walks session state × prompt (login, consent,
+// select_account) × max_age × consent
 // × client kind × redirect kind × silent SSO × what the request has done
 // × second factor, and checks for every combination, and its prompt=none
 // answer, the rules the flow promises.
@@ -129,9 +132,10 @@ func TestDecideCrossProduct(t *testing.T) {
 		{"fresh+factor", &stepSession{subject: "alice", authTime: testNow.Add(-10 * time.Second), factor: true}},
 	}
 	prompts := []struct {
-		name           string
-		login, consent bool
-	}{{"", false, false}, {"login", true, false}, {"consent", false, true}, {"login consent", true, true}}
+		name                          string
+		login, consent, selectAccount bool
+	}{{"", false, false, false}, {"login", true, false, false}, {"consent", false, true, false}, {"login consent", true, true, false},
+		{"select_account", false, false, true}, {"login select_account", true, false, true}}
 	maxAges := []int64{-1, 0, 60, 86400}
 	hints := []string{"", "alice", "bob"}
 	redirects := []*url.URL{redirectHTTPS, redirectLoopback, redirectPrivate}
@@ -152,7 +156,7 @@ func TestDecideCrossProduct(t *testing.T) {
 									for _, sso := range []string{SilentSSOAssured, SilentSSONever} {
 										for _, d := range dones {
 											for _, factor := range []bool{false, true} {
-												in := stepInput{now: testNow, promptLogin: pr.login, promptConsent: pr.consent,
+												in := stepInput{now: testNow, promptLogin: pr.login, promptConsent: pr.consent, promptSelectAccount: pr.selectAccount,
 													maxAge: maxAge, hintSubject: hint, public: public, skipConsent: skip,
 													redirectURI: ru, silentSSO: sso, session: ss.s, consentCovers: covers,
 													factorRequired: factor, proven: d.proven, interacted: d.interacted, consented: d.consented}
@@ -188,7 +192,8 @@ func checkDecision(t *testing.T, name string, in stepInput) {
 	factorOK := signedIn && (!in.factorRequired || s.factor)
 	consentOK := in.consented || (!in.promptConsent && (in.skipConsent || in.consentCovers))
 	assured := (!in.public || in.redirectURI.Scheme == "https") && in.silentSSO == SilentSSOAssured
-	tapOK := in.interacted || assured
+	// prompt=select_account: the one-tap page offers "Not you?".
+	tapOK := in.interacted || (assured && !in.promptSelectAccount)
 
 	var want step
 	switch {

@@ -64,8 +64,8 @@ func newMethodSet(ms []signin.Method) (methodSet, error) {
 	return set, nil
 }
 
-// mount adds the routes of the methods that have some (signin.Mounter)
-// under /signin/NAME/, each behind page (the pages' middleware).
+// mountMethods adds the routes of the methods that have some (signin.Mounter)
+// under /signin/NAME/; handle puts each behind the pages' middleware.
 func (s *Server) mountMethods(handle func(method, path string, h http.Handler, crossSite bool)) {
 	for _, m := range s.methods.list {
 		mt, ok := m.(signin.Mounter)

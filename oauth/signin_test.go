@@ -153,6 +153,13 @@ func TestSecondMethod(t *testing.T) {
 		}
 	})
 
+	t.Run("own route has its own metrics label", func(t *testing.T) {
+		m := get(t, newBrowser(t), h.srv.URL+"/metrics")
+		if !strings.Contains(m.body, `route="/signin/magic/callback"`) {
+			t.Fatalf("no request metric labelled with the method's route")
+		}
+	})
+
 	for _, bad := range []string{
 		"https://evil.example" + returnTo,
 		"//evil.example" + returnTo,

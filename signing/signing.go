@@ -137,6 +137,8 @@ type Key struct {
 	storage.SigningKey
 	signer jose.Signer
 	public jose.JSONWebKey
+	// private signs with another typ (SignType).
+	private jose.JSONWebKey
 }
 
 // State is a key's place in its life, as of a keySet.
@@ -414,7 +416,7 @@ func (m *Manager) parse(sk storage.SigningKey) (*Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signer: %w", err)
 	}
-	return &Key{SigningKey: sk, signer: signer,
+	return &Key{SigningKey: sk, signer: signer, private: jose.JSONWebKey{Key: priv, KeyID: sk.ID, Algorithm: sk.Alg},
 		public: jose.JSONWebKey{Key: priv.Public(), KeyID: sk.ID, Algorithm: sk.Alg, Use: "sig"}}, nil
 }
 
@@ -497,6 +499,32 @@ func (m *Manager) Sign(_ context.Context, alg string, payload []byte) (string, e
 		return "", fmt.Errorf("%w for %s", ErrNoKey, alg)
 	}
 	jws, err := k.signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("signing: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// SignType is Sign with the JWS header typ set to typ instead of "JWT",
+// e.g. "logout+jwt" (OpenID Connect Back-Channel Logout 1.0 §2.4, so a
+// logout token cannot be taken for an ID token). Like Sign it does no I/O.
+func (m *Manager) SignType(_ context.Context, alg, typ string, payload []byte) (string, error) {
+	m.mu.Lock()
+	set := m.set
+	m.mu.Unlock()
+	if set == nil {
+		return "", fmt.Errorf("%w: the key set was never loaded (Prepare)", ErrNoKey)
+	}
+	k := m.restate(set).current[alg]
+	if k == nil {
+		return "", fmt.Errorf("%w for %s", ErrNoKey, alg)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Alg), Key: k.private},
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+	if err != nil {
+		return "", fmt.Errorf("signing: %w", err)
+	}
+	jws, err := signer.Sign(payload)
 	if err != nil {
 		return "", fmt.Errorf("signing: %w", err)
 	}

@@ -30,7 +30,10 @@ type ConsentStore interface {
 	// RevokeConsent withdraws the consent of subject for clientID and
 	// deactivates every code, access token and refresh token issued to
 	// subject for that client, in one transaction (with the same grant
-	// locking as RevokeSubject). It returns ErrNotFound if there was no
-	// such consent; the tokens are revoked either way.
+	// locking as RevokeSubject). In the same transaction it queues a
+	// back-channel logout of the client for each session of subject it
+	// was noted in (NoteSessionClient) and forgets it there: the app is
+	// signed out, the sessions stay. It returns ErrNotFound if there was
+	// no such consent; the tokens are revoked either way.
 	RevokeConsent(ctx context.Context, subject, clientID string) error
 }

@@ -201,6 +201,10 @@ const (
 	// CleanupFederationLogins deletes browser sign-ins at a provider that
 	// were never finished.
 	CleanupFederationLogins = "federation_logins"
+	// CleanupLogoutDeliveries deletes back-channel logout deliveries that
+	// were delivered or given up before the cutoff (the caller passes now
+	// minus its retention, as for CleanupJobs).
+	CleanupLogoutDeliveries = "logout_deliveries"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

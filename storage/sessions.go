@@ -64,6 +64,21 @@ type SessionStore interface {
 	// RevokeSubject) and then reports ErrNotFound: run in the transaction
 	// that stores a code, it makes the code commit only with a live session.
 	TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*Session, error)
+	// NoteSessionClient records that clientID was issued a code with
+	// openid for the session (so will hold ID tokens with its sid), with a
+	// conditional write that is a no-op when already recorded. Run it in
+	// the transaction that stores the code, after TouchSession: the
+	// session's end then either waits for it and queues the client's
+	// back-channel logout, or ended the session first and the code fails.
+	// An unknown session is not an error (TouchSession reports it). In a
+	// deferred transaction it is queued.
+	NoteSessionClient(ctx context.Context, sessionID, clientID string) error
+	// Every method below that ends sessions (DeleteSession, EndSessions,
+	// and UserStore.RevokeSubject) writes, in the same statement or
+	// transaction, one LogoutDelivery per (ended session, noted client
+	// with a BackchannelLogoutURI), all with one new EventID
+	// (OpenID Connect Back-Channel Logout 1.0; LogoutStore).
+
 	// DeleteSession ends one session (sign-out of one browser). Ending a
 	// missing session succeeds.
 	DeleteSession(ctx context.Context, id string) error
@@ -73,4 +88,9 @@ type SessionStore interface {
 	// EndSessions ends every session of subject ("sign out everywhere") and
 	// returns how many there were. Tokens are not revoked.
 	EndSessions(ctx context.Context, subject string) (int, error)
+	// TrimSessions ends the sessions of subject beyond its keep newest
+	// (by CreatedAt, then ID), as EndSessions ends them (back-channel
+	// logouts queued), and returns how many it ended. Concurrent calls
+	// leave at most keep.
+	TrimSessions(ctx context.Context, subject string, keep int) (int, error)
 }

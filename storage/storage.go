@@ -78,6 +78,12 @@ type Client struct {
 	// DPoPBoundAccessTokens (RFC 9449 §5.2): every token request of the
 	// client must carry a DPoP proof.
 	DPoPBoundAccessTokens bool
+	// BackchannelLogoutURI is where logout tokens are POSTed (OpenID
+	// Connect Back-Channel Logout 1.0 §2.2); empty for none.
+	BackchannelLogoutURI string
+	// BackchannelLogoutSessionRequired: the client wants a sid in every
+	// logout token (§2.2). authd always sends one.
+	BackchannelLogoutSessionRequired bool
 	// RequirePushedAuthorizationRequests (RFC 9126 §6): the client's
 	// authorization requests must come by PAR.
 	RequirePushedAuthorizationRequests bool
@@ -248,6 +254,7 @@ type Store interface {
 	SigningKeyStore
 	PARStore
 	ProviderStore
+	LogoutStore
 }
 
 // CodeRead returns a code read from a backend as fosite's contract wants

@@ -38,6 +38,9 @@ type config struct {
 	people          peopleConfig // sessions and consent (people.go)
 	keys            keysConfig   // ID token signing keys (keys.go)
 
+	// backchannel: back-channel logout delivery (backchannel.go).
+	backchannel backchannelConfig
+
 	// demoVerifier is set by dev: the callback page shows a ready token request.
 	demoVerifier string
 	// warnings are what validate found wrong but not invalid; serve logs
@@ -70,6 +73,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.ops.flags(fs)
 	c.people.flags(fs)
 	c.keys.flags(fs)
+	c.backchannel.flags(fs)
 }
 
 // validate checks every setting of serve and dev, before any I/O, and
@@ -137,6 +141,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	}
 	errs.add(c.people.validate())
 	errs.add(c.keys.validate())
+	errs.add(c.backchannel.validate())
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
 	errs.add(c.ops.validate(getenv))

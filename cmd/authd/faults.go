@@ -4,7 +4,12 @@ package main
 
 import (
 	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
+
+	"github.com/authd/authd/storage"
 )
 
 // faultAfterCommit returns the fault AUTHD_FAULT names, for crash tests:
@@ -17,4 +22,21 @@ func faultAfterCommit() func() {
 		return nil
 	}
 	return func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+}
+
+// faultAfterDelivered returns the fault AUTHD_FAULT names for the
+// back-channel crash test: "kill-after-delivered:N" kills this process with
+// SIGKILL right after its Nth delivery is recorded delivered (see
+// TestBackchannelKilledMidFanOut).
+func faultAfterDelivered() func(*storage.LogoutDelivery, storage.LogoutStatus) {
+	n, err := strconv.Atoi(strings.TrimPrefix(os.Getenv("AUTHD_FAULT"), "kill-after-delivered:"))
+	if err != nil || !strings.HasPrefix(os.Getenv("AUTHD_FAULT"), "kill-after-delivered:") {
+		return nil
+	}
+	var delivered atomic.Int64
+	return func(_ *storage.LogoutDelivery, st storage.LogoutStatus) {
+		if st == storage.LogoutDelivered && delivered.Add(1) >= int64(n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
 }

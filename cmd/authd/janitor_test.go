@@ -331,8 +331,8 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != 12 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + the two federation kinds
-		t.Errorf("%d janitor kinds ran, want 12", kinds)
+	if kinds != 13 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + the two federation kinds
+		t.Errorf("%d janitor kinds ran, want 13", kinds)
 	}
 
 	for i, p := range procs {

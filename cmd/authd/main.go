@@ -125,6 +125,7 @@ Usage:
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
   authd jobs list                show background jobs and their state
   authd keys list|rotate         show or rotate the ID token signing keys
+  authd logout-deliveries list   show back-channel logout deliveries (JSON; -status pending|failed)
   authd version                  print the module version, VCS revision and Go version (also --version)
   authd help [COMMAND]           print this, or a command's usage
 
@@ -155,6 +156,9 @@ func commands() map[string]commandFunc {
 		},
 		"jobs": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
 			return cmdJobs(ctx, args, getenv, stdout)
+		},
+		"logout-deliveries": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
+			return cmdLogoutDeliveries(ctx, args, getenv, stdout)
 		},
 		"keys": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
 			return cmdKeys(ctx, args, getenv, stdout, stderr)

@@ -18,6 +18,8 @@ type peopleConfig struct {
 	// PasswordHashConcurrency bounds concurrent password hashing (0: half
 	// the cores, at least 1).
 	PasswordHashConcurrency int
+	// MaxSessions caps a user's browser sessions (the oldest end first).
+	MaxSessions int
 }
 
 func (p *peopleConfig) flags(fs *flag.FlagSet) {
@@ -25,6 +27,7 @@ func (p *peopleConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SessionIdleTTL, "session-idle-ttl", identity.DefaultSessionIdleTTL, "a browser session unused for this long ends (AUTHD_SESSION_IDLE_TTL)")
 	fs.StringVar(&p.SilentSSO, "silent-sso", oauth.SilentSSOAssured, `"assured": an existing session gives a code without a click only to a confidential client or an https redirect (RFC 8252 §8.6); "never": always ask with one tap (AUTHD_SILENT_SSO)`)
 	fs.IntVar(&p.PasswordHashConcurrency, "password-hash-concurrency", 0, "password hashes (argon2id, 7 MiB each) computed at once; more sign-ins queue; 0 is half the cores, at least 1 (AUTHD_PASSWORD_HASH_CONCURRENCY)")
+	fs.IntVar(&p.MaxSessions, "max-sessions", identity.DefaultMaxSessions, "browser sessions a user may have at once; a new sign-in ends the oldest beyond it (AUTHD_MAX_SESSIONS)")
 	fs.StringVar(&p.ScopeDescriptions, "scope-descriptions", "", `consent page words for your scopes, a JSON object such as {"orders.read":"See your orders"} (AUTHD_SCOPE_DESCRIPTIONS)`)
 }
 
@@ -39,6 +42,9 @@ func (p *peopleConfig) validate() error {
 	}
 	if p.SilentSSO != oauth.SilentSSOAssured && p.SilentSSO != oauth.SilentSSONever {
 		errs.addf("AUTHD_SILENT_SSO: %q is not %q or %q", p.SilentSSO, oauth.SilentSSOAssured, oauth.SilentSSONever)
+	}
+	if p.MaxSessions < 1 || p.MaxSessions > 10000 {
+		errs.addf("AUTHD_MAX_SESSIONS: must be between 1 and 10000, got %d", p.MaxSessions)
 	}
 	if p.PasswordHashConcurrency < 0 {
 		errs.addf("AUTHD_PASSWORD_HASH_CONCURRENCY: must be 0 (half the cores) or more, got %d", p.PasswordHashConcurrency)

@@ -145,6 +145,12 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 		return err
 	}
 	defer stopJobs()
+	stopBackchannel, err := startBackchannel(ctx, c.backchannel, c.jobs.Lease, c.Issuer, store, keys, srv.Registry(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopBackchannel()
 	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()

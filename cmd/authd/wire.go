@@ -60,7 +60,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	passwords := password.New(password.Options{Concurrency: c.people.PasswordHashConcurrency})
 	people := identity.New(revoking, identity.Options{SessionTTL: oc.SessionTTL, SessionIdleTTL: oc.SessionIdleTTL,
-		Passwords: passwords, Logger: log})
+		Passwords: passwords, Logger: log, MaxSessions: c.people.MaxSessions})
 	keys, err = signing.New(b.store, c.keys.signingConfig(c.Secret, log))
 	if err != nil {
 		return nil, nil, usagef("%v", err)

@@ -90,6 +90,7 @@ func (s *Store) ListConsents(_ context.Context, subject string) ([]*storage.Cons
 func (s *Store) RevokeConsent(ctx context.Context, subject, clientID string) error {
 	found := false
 	s.tx(func() {
+		s.signOutClient(ctx, subject, clientID)
 		found = s.deleteConsents(ctx, func(k consentKey) bool { return k == consentKey{subject, clientID} }) > 0
 		s.revokeIssued(ctx, func(rec storage.Record) bool { return rec.Subject == subject && rec.ClientID == clientID })
 	})

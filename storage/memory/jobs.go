@@ -25,6 +25,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupSessions,
 	storage.CleanupFederationExchanges,
 	storage.CleanupFederationLogins,
+	storage.CleanupLogoutDeliveries,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -68,6 +69,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return s.DeleteExpiredSubjectTokens(ctx, before, limit)
 	case storage.CleanupFederationLogins:
 		return s.deleteExpiredLogins(before, limit), nil
+	case storage.CleanupLogoutDeliveries:
+		return s.deleteFinishedLogouts(ctx, before, limit), nil
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

@@ -56,6 +56,11 @@ type Store struct {
 	consents map[consentKey]storage.Consent
 	jtis     map[string]time.Time
 
+	// rpClients and logouts: the clients noted per session and the
+	// back-channel logout outbox (logout.go).
+	rpClients map[string][]string
+	logouts   []*storage.LogoutDelivery
+
 	codes   table
 	access  table
 	refresh table
@@ -101,6 +106,8 @@ func New() *Store {
 		pkce:     table{},
 		par:      table{},
 		now:      time.Now,
+
+		rpClients: map[string][]string{},
 
 		revokedGrants: map[string]bool{},
 		replays:       map[string]storage.ReplayRecord{},

@@ -142,6 +142,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if old, ok := s.sessions[id]; ok {
 			delete(s.sessions, id)
 			s.record(ctx, func() { s.sessions[id] = old })
+			s.queueLogouts(ctx, []storage.Session{old})
 		}
 	})
 	return nil
@@ -173,17 +174,50 @@ func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 	return n, nil
 }
 
-// endSessions deletes the subject's sessions. Callers hold s.mu.
+// endSessions deletes the subject's sessions and queues their
+// back-channel logouts. Callers hold s.mu.
 func (s *Store) endSessions(ctx context.Context, subject string) int {
-	n := 0
+	var ended []storage.Session
 	for id, x := range s.sessions {
 		if x.Subject == subject {
 			delete(s.sessions, id)
 			s.record(ctx, func() { s.sessions[id] = x })
-			n++
+			ended = append(ended, x)
 		}
 	}
-	return n
+	s.queueLogouts(ctx, ended)
+	return len(ended)
+}
+
+// TrimSessions ends the subject's sessions beyond its keep newest and
+// queues their back-channel logouts.
+func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
+	var n int
+	s.tx(func() {
+		var mine []storage.Session
+		for _, x := range s.sessions {
+			if x.Subject == subject {
+				mine = append(mine, x)
+			}
+		}
+		if len(mine) <= keep {
+			return
+		}
+		sort.Slice(mine, func(i, j int) bool {
+			if !mine[i].CreatedAt.Equal(mine[j].CreatedAt) {
+				return mine[i].CreatedAt.After(mine[j].CreatedAt)
+			}
+			return mine[i].ID < mine[j].ID
+		})
+		ended := mine[max(keep, 0):]
+		for _, x := range ended {
+			delete(s.sessions, x.ID)
+			s.record(ctx, func() { s.sessions[x.ID] = x })
+		}
+		s.queueLogouts(ctx, ended)
+		n = len(ended)
+	})
+	return n, nil
 }
 
 // DeleteExpiredSessions deletes up to limit sessions invalid at now.
@@ -197,6 +231,10 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit 
 			if !sessionValid(x, now) {
 				delete(s.sessions, id)
 				s.record(ctx, func() { s.sessions[id] = x })
+				if cs, ok := s.rpClients[id]; ok {
+					delete(s.rpClients, id)
+					s.record(ctx, func() { s.rpClients[id] = cs })
+				}
 				n++
 			}
 		}

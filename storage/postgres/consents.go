@@ -68,11 +68,15 @@ func (s *Store) ListConsents(ctx context.Context, subject string) ([]*storage.Co
 	return out, translate("list consents", rows.Err())
 }
 
-// RevokeConsent deletes the consent and deactivates the codes and tokens
-// of subject for clientID in one transaction.
+// RevokeConsent deletes the consent, queues the client's back-channel
+// logouts for the subject's sessions (signOutClientSQL) and deactivates the
+// codes and tokens of subject for clientID, in one transaction.
 func (s *Store) RevokeConsent(ctx context.Context, subject, clientID string) error {
 	found := false
 	err := s.inTx(ctx, "revoke consent", func(q querier) error {
+		if _, err := q.Exec(ctx, signOutClientSQL, subject, clientID); err != nil {
+			return err
+		}
 		tag, err := q.Exec(ctx, `DELETE FROM consents WHERE subject = $1 AND client_id = $2`, subject, clientID)
 		if err != nil {
 			return err

@@ -162,9 +162,10 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 	return sess, nil
 }
 
-// DeleteSession ends one session; a missing one is not an error.
+// DeleteSession ends one session and queues its back-channel logouts
+// (endSessionsSQL); a missing one is not an error.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	_, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	_, err := s.q(ctx).Exec(ctx, endSessionsSQL(`id = $1`), id)
 	return translate("delete session", err)
 }
 
@@ -188,13 +189,26 @@ func (s *Store) ListSessions(ctx context.Context, subject string, now time.Time)
 	return out, translate("list sessions", rows.Err())
 }
 
-// EndSessions deletes every session of subject.
+// EndSessions deletes every session of subject and queues their
+// back-channel logouts (endSessionsSQL).
 func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM sessions WHERE subject = $1`, subject)
-	if err != nil {
+	var n int
+	if err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`subject = $1`), subject).Scan(&n); err != nil {
 		return 0, translate("end sessions", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
+}
+
+// TrimSessions ends the subject's sessions beyond its keep newest
+// (endSessionsSQL: their back-channel logouts are queued).
+func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
+	var n int
+	err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`id IN (SELECT id FROM sessions WHERE subject = $1
+		ORDER BY created_at DESC, id OFFSET $2)`), subject, keep).Scan(&n)
+	if err != nil {
+		return 0, translate("trim sessions", err)
+	}
+	return n, nil
 }
 
 // DeleteExpiredSessions deletes up to limit sessions invalid at now.

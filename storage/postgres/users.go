@@ -130,22 +130,35 @@ func (s *Store) SetUserDisabled(ctx context.Context, subject string, disabled bo
 
 // DeleteUser deletes the user; its sessions and consents go with it (ON
 // DELETE CASCADE). It returns storage.ErrNotFound for an unknown subject.
+//
+// The sessions are ended first, by the statement that queues their
+// back-channel logouts (endSessionsSQL): the cascade would end them
+// silently.
 func (s *Store) DeleteUser(ctx context.Context, subject string) error {
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM users WHERE subject = $1`, subject)
+	var deleted bool
+	err := s.inTx(ctx, "delete user", func(q querier) error {
+		if _, err := q.Exec(ctx, endSessionsSQL(`subject = $1`), subject); err != nil {
+			return err
+		}
+		tag, err := q.Exec(ctx, `DELETE FROM users WHERE subject = $1`, subject)
+		deleted = err == nil && tag.RowsAffected() > 0
+		return err
+	})
 	if err != nil {
-		return translate("delete user", err)
+		return err
 	}
-	if tag.RowsAffected() == 0 {
+	if !deleted {
 		return fmt.Errorf("postgres: delete user: %w", storage.ErrNotFound)
 	}
 	return nil
 }
 
-// RevokeSubject ends the subject's sessions and deactivates its codes and
-// tokens, in one transaction.
+// RevokeSubject ends the subject's sessions (queuing their back-channel
+// logouts, endSessionsSQL) and deactivates its codes and tokens, in one
+// transaction.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	return s.inTx(ctx, "revoke subject", func(q querier) error {
-		if _, err := q.Exec(ctx, `DELETE FROM sessions WHERE subject = $1`, subject); err != nil {
+		if _, err := q.Exec(ctx, endSessionsSQL(`subject = $1`), subject); err != nil {
 			return err
 		}
 		return revokeIssued(ctx, q, `subject = $1`, subject)
