@@ -117,6 +117,29 @@ func TestFederationBrowser(t *testing.T) {
 			if amr := idTokenAMR(t, tokens.str("id_token")); amr != `["fed"]` {
 				t.Fatalf("amr %s", amr)
 			}
+			// The account page lists the link; it is the user's only way in,
+			// so Unlink is refused.
+			acct := get(t, b, h.srv.URL+"/account")
+			if !strings.Contains(acct.body, "Unlink") || !strings.Contains(acct.body, "Corp") {
+				t.Fatalf("account page: %d %s", acct.status, acct.body)
+			}
+			unlink := func(b *http.Client, page page, issuer, sub string) page {
+				form := url.Values{"csrf_token": {csrfRe.FindStringSubmatch(page.body)[1]}, "action": {"unlink"}, "issuer": {issuer}, "sub": {sub}}
+				req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/account", strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("Origin", h.srv.URL)
+				resp, err := b.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return readPage(t, resp)
+			}
+			if p := unlink(b, acct, up.Issuer, "corp-1"); !strings.Contains(p.body, "only way to sign in") {
+				t.Fatalf("last way in unlinked: %s", p.body)
+			}
+			if _, err := h.store.GetFederatedIdentity(ctx, up.Issuer, "corp-1"); err != nil {
+				t.Fatal("the last way in was removed")
+			}
 			// A second sign-in (another browser) reuses the same user.
 			b2 := newBrowser(t)
 			fedCallback(t, b2, fedStart(t, h, b2, "corp"))
@@ -152,6 +175,14 @@ func TestFederationBrowser(t *testing.T) {
 			codeOf(t, fedCallback(t, b5, fedStart(t, h, b5, "linking")))
 			if l, _ := h.store.GetFederatedIdentity(ctx, up2.Issuer, "l-2"); l == nil || l.Subject != existing.Subject {
 				t.Fatal("not linked by a verified email with link_by_verified_email")
+			}
+			// That user has a password too: the link can go.
+			acct5 := get(t, b5, h.srv.URL+"/account")
+			if p := unlink(b5, acct5, up2.Issuer, "l-2"); !strings.Contains(p.body, "Unlinked Linking") {
+				t.Fatalf("unlink: %s", p.body)
+			}
+			if _, err := h.store.GetFederatedIdentity(ctx, up2.Issuer, "l-2"); err == nil {
+				t.Fatal("still linked")
 			}
 		})
 	}

@@ -40,4 +40,7 @@ type Store interface {
 	// transaction.
 	federation.LinkStore
 	ConsumeSubjectToken(ctx context.Context, key string, expiresAt time.Time) (bool, error)
+	// The account page's linked providers (account.go).
+	ListFederatedIdentities(ctx context.Context, subject string) ([]*storage.FederatedIdentity, error)
+	UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error
 }

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -49,6 +50,9 @@ type FederatedIdentity struct {
 	CreatedAt  time.Time
 }
 
+// ErrLastWayIn refuses to remove a user's last way to sign in.
+var ErrLastWayIn = errors.New("storage: the last way to sign in cannot be removed")
+
 // FederationLogin is a browser sign-in in flight at a provider.
 type FederationLogin struct {
 	Key        string // SHA-256 of the state
@@ -88,8 +92,11 @@ type ProviderStore interface {
 	LinkFederatedIdentity(ctx context.Context, id *FederatedIdentity) (bool, error)
 	// ListFederatedIdentities returns the links of subject, oldest first.
 	ListFederatedIdentities(ctx context.Context, subject string) ([]*FederatedIdentity, error)
-	// UnlinkFederatedIdentity deletes the link (issuer, sub) of subject;
-	// ErrNotFound if there is none.
+	// UnlinkFederatedIdentity deletes the link (issuer, sub) of subject
+	// unless it is the user's last way in (no password, no other link):
+	// ErrLastWayIn then. The check and the delete hold the user's row
+	// lock, so two concurrent unlinks cannot both remove "the other one".
+	// ErrNotFound if there is no such link.
 	UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error
 	// GetUserByVerifiedEmail returns the one user whose email is email
 	// (compared case-insensitively) and verified; ErrNotFound when none

@@ -205,6 +205,16 @@ func (s *Store) UnlinkFederatedIdentity(ctx context.Context, subject, issuer, su
 			err = fmt.Errorf("memory: unlink federated identity: %w", storage.ErrNotFound)
 			return
 		}
+		others := 0
+		for kk, f := range t.links {
+			if f.Subject == subject && kk != k {
+				others++
+			}
+		}
+		if u, ok := s.users[subject]; ok && len(u.PasswordHash) == 0 && others == 0 {
+			err = fmt.Errorf("memory: unlink federated identity: %w", storage.ErrLastWayIn)
+			return
+		}
 		delete(t.links, k)
 		s.record(ctx, func() { t.links[k] = old })
 	})

@@ -158,17 +158,30 @@ func (s *Store) ListFederatedIdentities(ctx context.Context, subject string) ([]
 	return out, nil
 }
 
-// UnlinkFederatedIdentity deletes one link of subject.
+// UnlinkFederatedIdentity deletes one link of subject unless it is the
+// last way in, under the user's row lock.
 func (s *Store) UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error {
-	tag, err := s.q(ctx).Exec(ctx, `DELETE FROM federated_identities WHERE subject = $1 AND issuer = $2 AND sub = $3`,
-		subject, issuer, sub)
-	if err != nil {
-		return translate("unlink federated identity", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: unlink federated identity: %w", storage.ErrNotFound)
-	}
-	return nil
+	return s.inTx(ctx, "unlink federated identity", func(q querier) error {
+		var hasPassword bool
+		var others int
+		err := q.QueryRow(ctx, `SELECT password_hash <> '', (SELECT count(*) FROM federated_identities
+			WHERE subject = $1 AND NOT (issuer = $2 AND sub = $3))
+			FROM users WHERE subject = $1 FOR UPDATE`, subject, issuer, sub).Scan(&hasPassword, &others)
+		if err != nil {
+			return err
+		}
+		tag, err := q.Exec(ctx, `DELETE FROM federated_identities WHERE subject = $1 AND issuer = $2 AND sub = $3`, subject, issuer, sub)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return storage.ErrNotFound
+		}
+		if !hasPassword && others == 0 {
+			return storage.ErrLastWayIn // rolls the delete back
+		}
+		return nil
+	})
 }
 
 // GetUserByVerifiedEmail returns the one user with this verified email.

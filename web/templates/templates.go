@@ -167,6 +167,13 @@ type AccountData struct {
 	Notice string
 	// NoSession: the browser is not signed in.
 	NoSession bool
+	// Providers are the upstream identities linked to the user.
+	Providers []AccountProvider
+}
+
+// AccountProvider is one linked provider identity on the account page.
+type AccountProvider struct {
+	Name, Issuer, Sub, Email string
 }
 
 // AccountApp is one consented client on the account page.
