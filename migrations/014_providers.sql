@@ -69,18 +69,26 @@ create table federation_logins (
 );
 create index federation_logins_expires_at_idx on federation_logins (expires_at);
 
--- Apple refresh tokens (sealed), revoked at Apple when the user is deleted
--- (App Store Review Guideline 5.1.1(v)).
+-- Apple refresh tokens (sealed under the system secret), revoked at Apple
+-- when the user is deleted (App Store Review Guideline 5.1.1(v)). The row
+-- is its own outbox: deleting the user marks it pending in the same
+-- transaction (no foreign key: it outlives the user), and a leased job
+-- revokes it at the provider, retrying with back-off until it succeeds,
+-- then deletes it.
 create table provider_tokens (
-    issuer      text collate "C" not null,
-    sub         text collate "C" not null,
-    provider_id text collate "C" not null,
-    subject     text not null,
-    sealed      bytea not null,
-    created_at  timestamptz not null default now(),
+    issuer          text collate "C" not null,
+    sub             text collate "C" not null,
+    provider_id     text collate "C" not null,
+    subject         text not null,
+    sealed          bytea not null,
+    created_at      timestamptz not null default now(),
+    pending         boolean not null default false,
+    attempts        integer not null default 0,
+    next_attempt_at timestamptz,
     primary key (issuer, sub)
 );
 create index provider_tokens_subject_idx on provider_tokens (subject);
+create index provider_tokens_pending_idx on provider_tokens (next_attempt_at) where pending;
 
 ---- create above / drop below ----
 

@@ -270,6 +270,15 @@ func TestFederationApple(t *testing.T) {
 	if !u.EmailVerified || u.Name != "Ann Apple" {
 		t.Fatalf("user %+v: Apple's string email_verified or posted name not read", u)
 	}
+	// Apple's refresh token is kept (sealed) and queued for revocation
+	// when the user is deleted.
+	if err := h.store.DeleteUser(context.Background(), u.Subject); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := h.store.ClaimProviderRevocations(context.Background(), time.Now().Add(time.Second), 10)
+	if err != nil || len(queued) != 1 || strings.Contains(string(queued[0].Sealed), "upstream-rt") {
+		t.Fatalf("queued revocations: %v %v", queued, err)
+	}
 }
 
 // fedVerifier is the PKCE verifier of fedStart's authorization requests.

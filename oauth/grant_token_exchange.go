@@ -200,3 +200,7 @@ func (s *Server) grantTypesSupported() []string {
 	}
 	return g
 }
+
+// Federation returns the providers (Deps.Federation), for the jobs cmd
+// runs beside the server (federation.RevocationKind); nil without.
+func (s *Server) Federation() *federation.Registry { return s.federation }

@@ -62,6 +62,14 @@ type FederationLogin struct {
 	ExpiresAt  time.Time
 }
 
+// ProviderToken is a provider's refresh token for an identity (Apple's),
+// kept sealed to be revoked at the provider when the user is deleted.
+type ProviderToken struct {
+	Issuer, Sub, ProviderID, Subject string
+	Sealed                           []byte
+	Attempts                         int
+}
+
 // ProviderStore keeps upstream providers and the identities linked
 // through them.
 type ProviderStore interface {
@@ -117,6 +125,17 @@ type ProviderStore interface {
 	// ErrNotFound otherwise (unknown, taken, expired or another browser's,
 	// which stays for its own browser).
 	TakeFederationLogin(ctx context.Context, key, browser string, now time.Time) (*FederationLogin, error)
+	// SaveProviderToken stores (or replaces) the refresh token of an
+	// identity. DeleteUser marks the tokens of the user's identities
+	// pending revocation, in its transaction.
+	SaveProviderToken(ctx context.Context, t *ProviderToken) error
+	// ClaimProviderRevocations returns up to limit tokens pending
+	// revocation whose next attempt is due, locked (in ctx's transaction)
+	// and skipping those another transaction holds.
+	ClaimProviderRevocations(ctx context.Context, now time.Time, limit int) ([]*ProviderToken, error)
+	// FinishProviderRevocation deletes a revoked token, or, with retryAt
+	// set, counts a failed attempt and schedules the next.
+	FinishProviderRevocation(ctx context.Context, issuer, sub string, retryAt *time.Time) error
 	// DeleteExpiredSubjectTokens deletes up to limit consumed-token rows
 	// that expired before now and returns how many it deleted.
 	DeleteExpiredSubjectTokens(ctx context.Context, now time.Time, limit int) (int, error)

@@ -51,8 +51,24 @@ type Upstream struct {
 	// FormPost answers the authorization endpoint with a page whose form
 	// posts the response (response_mode=form_post), as Apple does.
 	codes map[string]pending
-	// Revoked lists the tokens posted to the revocation endpoint.
-	Revoked []string
+	// Revoked lists the tokens posted to the revocation endpoint;
+	// RevokeFailures makes its next calls answer 503.
+	Revoked        []string
+	RevokeFailures int
+}
+
+// RevokeFailuresLeft is how many revocations will still fail.
+func (u *Upstream) RevokeFailuresLeft() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.RevokeFailures
+}
+
+// RevokedTokens returns the tokens revoked so far.
+func (u *Upstream) RevokedTokens() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.Revoked...)
 }
 
 type pending struct {
@@ -88,8 +104,17 @@ func New(t testing.TB) *Upstream {
 	mux.HandleFunc("POST /revoke", func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.RevokeFailures > 0 {
+			u.RevokeFailures--
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if r.PostForm.Get("client_id") != u.ClientID || (u.CheckSecret != nil && u.CheckSecret(r.PostForm.Get("client_secret")) != nil) {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
 		u.Revoked = append(u.Revoked, r.PostForm.Get("token"))
-		u.mu.Unlock()
 	})
 	u.codes = map[string]pending{}
 	u.Server = httptest.NewServer(mux)

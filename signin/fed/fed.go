@@ -51,6 +51,7 @@ type Store interface {
 	federation.LinkStore
 	CreateFederationLogin(ctx context.Context, l *storage.FederationLogin) error
 	TakeFederationLogin(ctx context.Context, key, browser string, now time.Time) (*storage.FederationLogin, error)
+	SaveProviderToken(ctx context.Context, t *storage.ProviderToken) error
 	BeginTX(ctx context.Context) (context.Context, error)
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
@@ -321,6 +322,15 @@ func (m *Method) callback(w http.ResponseWriter, r *http.Request, f signin.Flow)
 		m.o.Logger.Error("federation: link", "provider", p.ID, "error", err)
 		m.page(w, http.StatusServiceUnavailable, "Signing in is not possible right now. Please try again in a moment.")
 		return
+	}
+	if p.Kind == federation.KindApple && tok.RefreshToken != "" {
+		// Kept sealed, to be revoked at Apple when the user is deleted
+		// (App Store Review Guideline 5.1.1(v)); a failure here costs
+		// the sign-in nothing but is logged.
+		if err := m.o.Store.SaveProviderToken(ctx, &storage.ProviderToken{Issuer: id.Issuer, Sub: id.Sub, ProviderID: p.ID,
+			Subject: u.Subject, Sealed: federation.SealToken(m.o.Secret, id.Issuer, id.Sub, tok.RefreshToken)}); err != nil {
+			m.o.Logger.Error("federation: keep the provider's refresh token", "provider", p.ID, "error", err)
+		}
 	}
 	m.o.Registry.Count(p.ID, "browser", "ok")
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Path: "/signin/fed/", MaxAge: -1, HttpOnly: true, Secure: m.secure})

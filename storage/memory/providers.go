@@ -20,6 +20,7 @@ type fedTables struct {
 	links     map[[2]string]storage.FederatedIdentity
 	consumed  map[string]time.Time
 	logins    map[string]storage.FederationLogin
+	tokens    map[[2]string]*memProviderToken
 	version   int64
 }
 
@@ -28,7 +29,7 @@ func (s *Store) fedT() *fedTables {
 	if s.fed == nil {
 		s.fed = &fedTables{providers: map[string]storage.Provider{},
 			links: map[[2]string]storage.FederatedIdentity{}, consumed: map[string]time.Time{},
-			logins: map[string]storage.FederationLogin{}}
+			logins: map[string]storage.FederationLogin{}, tokens: map[[2]string]*memProviderToken{}}
 	}
 	return s.fed
 }
@@ -335,4 +336,62 @@ func (s *Store) deleteExpiredLogins(before time.Time, limit int) int {
 		}
 	})
 	return n
+}
+
+type memProviderToken struct {
+	t       storage.ProviderToken
+	pending bool
+	next    time.Time
+}
+
+// SaveProviderToken upserts the token of (issuer, sub).
+func (s *Store) SaveProviderToken(_ context.Context, t *storage.ProviderToken) error {
+	s.tx(func() {
+		k := [2]string{t.Issuer, t.Sub}
+		if old, ok := s.fedT().tokens[k]; ok && old.pending {
+			return
+		}
+		c := *t
+		c.Sealed = slices.Clone(t.Sealed)
+		s.fedT().tokens[k] = &memProviderToken{t: c}
+	})
+	return nil
+}
+
+// markTokensPending queues the revocation of subject's tokens. Callers
+// hold s.mu.
+func (s *Store) markTokensPending(subject string) {
+	for _, t := range s.fedT().tokens {
+		if t.t.Subject == subject && !t.pending {
+			t.pending, t.next = true, s.now()
+		}
+	}
+}
+
+// ClaimProviderRevocations returns the due pending tokens.
+func (s *Store) ClaimProviderRevocations(_ context.Context, now time.Time, limit int) ([]*storage.ProviderToken, error) {
+	var out []*storage.ProviderToken
+	s.tx(func() {
+		for _, t := range s.fedT().tokens {
+			if len(out) < limit && t.pending && !t.next.After(now) {
+				c := t.t
+				out = append(out, &c)
+			}
+		}
+	})
+	return out, nil
+}
+
+// FinishProviderRevocation deletes the token or schedules its retry.
+func (s *Store) FinishProviderRevocation(_ context.Context, issuer, sub string, retryAt *time.Time) error {
+	s.tx(func() {
+		k := [2]string{issuer, sub}
+		if retryAt == nil {
+			delete(s.fedT().tokens, k)
+		} else if t, ok := s.fedT().tokens[k]; ok {
+			t.t.Attempts++
+			t.next = *retryAt
+		}
+	})
+	return nil
 }

@@ -193,6 +193,7 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 		s.endSessions(ctx, subject)
 		s.deleteConsents(ctx, func(k consentKey) bool { return k.subject == subject })
 		s.deleteLinks(ctx, subject)
+		s.markTokensPending(subject)
 	})
 	return err
 }

@@ -242,3 +242,39 @@ func (s *Store) TakeFederationLogin(ctx context.Context, key, browser string, no
 	}
 	return &l, nil
 }
+
+// SaveProviderToken upserts the token of (issuer, sub).
+func (s *Store) SaveProviderToken(ctx context.Context, t *storage.ProviderToken) error {
+	_, err := s.q(ctx).Exec(ctx, `INSERT INTO provider_tokens (issuer, sub, provider_id, subject, sealed)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (issuer, sub) DO UPDATE
+		SET provider_id = excluded.provider_id, subject = excluded.subject, sealed = excluded.sealed
+		WHERE NOT provider_tokens.pending`, t.Issuer, t.Sub, t.ProviderID, t.Subject, t.Sealed)
+	return translate("save provider token", err)
+}
+
+// ClaimProviderRevocations locks the due pending tokens.
+func (s *Store) ClaimProviderRevocations(ctx context.Context, now time.Time, limit int) ([]*storage.ProviderToken, error) {
+	rows, err := s.q(ctx).Query(ctx, `SELECT issuer, sub, provider_id, subject, sealed, attempts FROM provider_tokens
+		WHERE pending AND next_attempt_at <= $1 ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit)
+	if err != nil {
+		return nil, translate("claim provider revocations", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*storage.ProviderToken, error) {
+		var t storage.ProviderToken
+		err := row.Scan(&t.Issuer, &t.Sub, &t.ProviderID, &t.Subject, &t.Sealed, &t.Attempts)
+		return &t, err
+	})
+	return out, translate("claim provider revocations", err)
+}
+
+// FinishProviderRevocation deletes the token or schedules its retry.
+func (s *Store) FinishProviderRevocation(ctx context.Context, issuer, sub string, retryAt *time.Time) error {
+	var err error
+	if retryAt == nil {
+		_, err = s.q(ctx).Exec(ctx, `DELETE FROM provider_tokens WHERE issuer = $1 AND sub = $2`, issuer, sub)
+	} else {
+		_, err = s.q(ctx).Exec(ctx, `UPDATE provider_tokens SET attempts = attempts + 1, next_attempt_at = $3
+			WHERE issuer = $1 AND sub = $2`, issuer, sub, *retryAt)
+	}
+	return translate("finish provider revocation", err)
+}
