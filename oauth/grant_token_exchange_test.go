@@ -245,3 +245,25 @@ func TestTokenExchangeConcurrent16(t *testing.T) {
 		t.Fatalf("after the window: %d %v", late.status, late.body)
 	}
 }
+
+// With a DPoP proof (a Secure Enclave key, ES256) the native exchange's
+// tokens are DPoP-bound; a retry with a fresh proof from the same key gets
+// the same answer, one from another key does not.
+func TestTokenExchangeDPoP(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	up := federationtest.New(t)
+	nativeSetup(t, h, up, federation.KindOIDC)
+	tok := up.Mint(t, federationtest.Claims{Subject: "dpop-1", Audience: nativeAudience})
+	form := url.Values{"grant_type": {grantTE}, "client_id": {nativeClient}, "subject_token": {tok},
+		"subject_token_type": {idTokenType}, "scope": {"openid offline_access"}}
+	c := &dpopClient{h: h, key: newDPoPKey(t, "ES256")}
+	first := c.token(t, form)
+	if first.status != 200 || first.str("token_type") != "DPoP" {
+		t.Fatalf("exchange: %d %v", first.status, first.body)
+	}
+	if retry := c.token(t, form); retry.status != 200 || retry.str("access_token") != first.str("access_token") {
+		t.Fatalf("retry: %d %v", retry.status, retry.body)
+	}
+	other := &dpopClient{h: h, key: newDPoPKey(t, "ES256"), nonce: c.nonce}
+	wantError(t, other.token(t, form), 400, "invalid_request")
+}
