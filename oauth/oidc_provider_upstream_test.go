@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,7 +192,9 @@ func TestOIDCProviderUpstream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Node")
 	}
-	h := newHarness(t, harnessOpts{backend: "memory"})
+	// authd's clock, moved forward for the expiry case.
+	var ahead atomic.Int64
+	h := newHarness(t, harnessOpts{backend: "memory", now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
 	up := startOIDCProvider(t, h.srv.URL+"/signin/fed/op/callback", h.srv.URL+"/signin/fed/op-link/callback")
 	ctx := context.Background()
 	nativeSetupClient(t, h)
@@ -284,6 +287,18 @@ func TestOIDCProviderUpstream(t *testing.T) {
 		refused("wrong aud", nativeIDToken(t, up, "com.nobody", "native-2", "n-0123456789"), nil)
 		good := nativeIDToken(t, up, nativeAudienceOP, "native-3", "n-0123456789")
 		refused("bad signature", good[:len(good)-6]+"AAAAAA", nil)
+		// oidc-provider's ID tokens live an hour: two hours on, expired.
+		ahead.Store(int64(2 * time.Hour))
+		if r := h.tokenExchange(t, nativeClient, good, nil); r.status != 400 || !strings.Contains(r.str("error_description"), "expired") {
+			t.Fatalf("expired: %d %v", r.status, r.body)
+		}
+		ahead.Store(0)
+		if r := h.tokenExchange(t, nativeClient, good, nil); r.status != 200 {
+			t.Fatalf("the same token in time: %d %v", r.status, r.body)
+		}
+		// Another oidc-provider, not registered here: its issuer is refused.
+		stranger := startOIDCProvider(t, "http://127.0.0.1/unused")
+		refused("wrong issuer", nativeIDToken(t, stranger, nativeAudienceOP, "native-4", "n-0123456789"), nil)
 		// Apple's rule: the token's nonce is the SHA-256 of the raw nonce.
 		raw := "raw-nonce-from-the-app-0123"
 		apple := nativeIDToken(t, up, "com.other.app", "native-apple", federation.HashNonce(raw))
