@@ -20,6 +20,7 @@ import (
 	"github.com/authd/authd/federation"
 	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/passkey"
 )
 
 // The API's collections, which are also its route labels (Route).
@@ -49,6 +50,8 @@ type Config struct {
 	Store clientadmin.Store
 	// People is the identity service, on the same store.
 	People *identity.Service
+	// Passkeys, when set, serves the passkey endpoints (passkeys.go).
+	Passkeys *passkey.Service
 	// Logger receives the audit events and the errors; nil is
 	// slog.Default().
 	Logger *slog.Logger
@@ -62,11 +65,12 @@ type Config struct {
 
 // API is the admin HTTP API. It is safe for concurrent use.
 type API struct {
-	svc     *clientadmin.Service
-	users   *identity.Admin
-	people  *identity.Service
-	log     *slog.Logger
-	handler http.Handler
+	svc      *clientadmin.Service
+	users    *identity.Admin
+	people   *identity.Service
+	passkeys *passkey.Admin // nil: passkeys are off
+	log      *slog.Logger
+	handler  http.Handler
 	// providers are the upstream providers' operations; nil when the
 	// store keeps none.
 	providers *federation.Admin
@@ -104,6 +108,9 @@ func New(cfg Config) (*API, error) {
 	a.users = identity.NewAdmin(cfg.People, keys)
 	if ps, ok := cfg.Store.(federation.AdminStore); ok {
 		a.providers = federation.NewAdmin(cfg.Secret, cfg.Issuer, ps, keys, a.log)
+	}
+	if cfg.Passkeys != nil {
+		a.passkeys = passkey.NewAdmin(cfg.Passkeys, keys)
 	}
 	a.handler = a.routes()
 	return a, nil

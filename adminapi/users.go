@@ -161,9 +161,11 @@ func outcomeStatus(outcome int) int {
 func (a *API) CreateUser(ctx context.Context, caller Caller, idempotencyKey string, body []byte) Response {
 	ev := userAudit{who: caller.String(), what: ActionUserCreate, idempotencyKey: idempotencyKey != ""}
 	var req identity.NewUser
+	noPassword, body := passwordIsNull(body) // "password": null, a passkey-only user (passkeys.go)
 	if err := decodeUserJSON(body, &req); err != nil {
 		return a.userRefuse(ctx, ev, err)
 	}
+	req.NoPassword = req.NoPassword || noPassword
 	res, err := a.users.Create(ctx, caller, idempotencyKey, req)
 	return a.userAnswer(ctx, ev, res, err)
 }
@@ -196,6 +198,9 @@ func (a *API) SetUserPassword(ctx context.Context, caller Caller, username, idem
 		return a.userRefuse(ctx, ev, err)
 	}
 	ev.username = name
+	if null, _ := passwordIsNull(body); null {
+		return a.RemoveUserPassword(ctx, caller, name, idempotencyKey) // passkeys.go
+	}
 	var req struct {
 		Password string `json:"password"`
 	}

@@ -39,6 +39,8 @@ func (a *API) userRoutes() http.Handler {
 	r.Handle(user+"/sessions", a.authenticated(a.handleUserSessions)).Methods(http.MethodGet)
 	r.Handle(user+"/consents", a.authenticated(a.handleUserConsents)).Methods(http.MethodGet)
 	r.Handle(user+"/consents/{client_id}", a.authenticated(a.handleUserRevokeConsent)).Methods(http.MethodDelete)
+	r.Handle(user+"/passkeys", a.authenticated(a.handleUserPasskeys)).Methods(http.MethodGet)              // passkeys.go
+	r.Handle(user+"/passkeys/{id}", a.authenticated(a.handleUserRemovePasskey)).Methods(http.MethodDelete) // passkeys.go
 	return r
 }
 

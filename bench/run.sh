@@ -10,6 +10,8 @@
 # creates is removed at the end; all traffic goes to 127.0.0.1, on ports
 # free when the script starts; every run first checks (authbench
 # -server-pid) that the process answering is the one this script started.
+# The passkey mode signs in with a software authenticator (ES256) where
+# login types the password (argon2id).
 # Per iteration, the table also has authd's CPU time and the SQL statements,
 # Redis commands and round trips it sent (its /metrics counters, read when
 # each timed phase starts and ends).
@@ -42,7 +44,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login sso sso-https sso-consent exchange burst exchange-dpop token-exchange replay replay-dpop refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login passkey sso sso-https sso-consent exchange burst exchange-dpop token-exchange replay replay-dpop refresh introspect client-credentials}
 BURST=${BENCH_BURST:-200}
 BURST_CONCURRENCY=${BENCH_BURST_CONCURRENCY:-16}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
@@ -93,7 +95,9 @@ export AUTHD_REDIS_URL="redis://127.0.0.1:6379/$REDIS_DB"
 AUTHD_SECRET=$(head -c 48 /dev/urandom | base64 | tr -d '\n')
 export AUTHD_SECRET
 export AUTHD_ADDR=$ADDR
-export AUTHD_ISSUER=http://$ADDR
+# A domain-name issuer: browsers refuse WebAuthn on an IP address, so authd
+# offers passkeys (the passkey mode) only on a name. localhost is 127.0.0.1.
+export AUTHD_ISSUER=http://localhost:${ports[0]}
 export AUTHD_LOG_LEVEL=$LOG_LEVEL
 # The replay window must outlast a timed run (the replay mode repeats
 # exchanges made just before it); codes must outlast minting + exchanging.

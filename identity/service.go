@@ -112,6 +112,10 @@ type NewUser struct {
 	Email         string `json:"email,omitempty"`
 	EmailVerified bool   `json:"email_verified,omitempty"`
 	Name          string `json:"name,omitempty"`
+	// NoPassword creates a user without a password (a passkey-only user,
+	// who enrols through a passkey-link; the admin API's
+	// "password": null); Password must then be empty.
+	NoPassword bool `json:"no_password,omitempty"`
 }
 
 // Add creates a user with a new random subject. Errors: ErrInvalidUsername,
@@ -121,9 +125,14 @@ func (s *Service) Add(ctx context.Context, in NewUser) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	hash, err := s.hash(ctx, in.Password)
-	if err != nil {
-		return User{}, err
+	var hash []byte
+	switch {
+	case in.NoPassword && in.Password != "":
+		return User{}, fmt.Errorf("%w: a password was given for a user without one", ErrInvalidPassword)
+	case !in.NoPassword:
+		if hash, err = s.hash(ctx, in.Password); err != nil {
+			return User{}, err
+		}
 	}
 	if err := checkProfile(in.Email, in.Name); err != nil {
 		return User{}, err
@@ -346,9 +355,9 @@ func (s *Service) Delete(ctx context.Context, username string) (User, error) {
 func (s *Service) Authenticate(ctx context.Context, username, pass string) (User, error) {
 	hash := s.decoy
 	u, lookupErr := s.lookup(ctx, username)
-	if lookupErr == nil {
+	if lookupErr == nil && len(u.PasswordHash) > 0 { // none: a passkey-only user, checked against the decoy
 		hash = u.PasswordHash
-	} else if !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
+	} else if lookupErr != nil && !errors.Is(lookupErr, ErrUserNotFound) && !errors.Is(lookupErr, ErrInvalidUsername) {
 		return User{}, lookupErr
 	}
 	p, perr := precis.OpaqueString.String(pass)
@@ -363,7 +372,7 @@ func (s *Service) Authenticate(ctx context.Context, username, pass string) (User
 		s.opts.Logger.WarnContext(ctx, "stored password hash is not usable; the user cannot sign in until a new password is set",
 			"sub", u.Subject, "error", verr)
 	}
-	if lookupErr != nil || perr != nil || verr != nil || u.Disabled {
+	if lookupErr != nil || perr != nil || verr != nil || u.Disabled || len(u.PasswordHash) == 0 {
 		return User{}, ErrInvalidCredentials
 	}
 	if s.opts.Passwords.NeedsRehash(hash) {

@@ -46,7 +46,7 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusInternalServerError, "Your apps could not be listed.", "Please try again in a moment.")
 		return
 	}
-	d := templates.AccountData{Username: cur.user.Username, Notice: notice, CSRFToken: s.cookies.csrfToken(w, r)}
+	d := templates.AccountData{Username: cur.user.Username, Notice: notice, CSRFToken: s.cookies.csrfToken(w, r), Accounts: s.accountLinks()}
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}
@@ -54,6 +54,9 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("list linked providers", "error", err)
 		s.renderError(w, http.StatusInternalServerError, "Your sign-in providers could not be listed.", "Please try again in a moment.")
 		return
+	}
+	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil { // passkeys.go
+		s.log.Error("list passkeys", "error", err)
 	}
 	if err := s.pages.Account(w, d); err != nil {
 		s.log.Error("render account", "error", err)

@@ -22,11 +22,9 @@ func newSession(subject string) *fosite.DefaultSession {
 // it came from ("sid") and when the user authenticated ("auth_time"), for
 // OpenID Connect and for revocation by session.
 func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
-	extra := map[string]any{"sid": bs.ID, "auth_time": bs.AuthTime.Unix()}
-	if len(bs.AMR) > 0 {
-		extra["amr"] = bs.AMR // RFC 8176: how the user signed in, for the ID token
-	}
-	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: extra}
+	return &fosite.DefaultSession{Subject: u.Subject, Username: u.Username, Extra: map[string]any{
+		"sid": bs.ID, "auth_time": bs.AuthTime.Unix(), "amr": bs.AMR,
+	}}
 }
 
 // issueCode grants the requested scopes (already checked against the

@@ -25,10 +25,10 @@ type idTokenClaims struct {
 	Expires       int64    `json:"exp"`
 	IssuedAt      int64    `json:"iat"`
 	AuthTime      int64    `json:"auth_time,omitempty"`
+	AMR           []string `json:"amr,omitempty"`
 	Nonce         string   `json:"nonce,omitempty"`
 	ATHash        string   `json:"at_hash,omitempty"`
 	SID           string   `json:"sid,omitempty"`
-	AMR           []string `json:"amr,omitempty"` // RFC 8176 (set by the native sign-in: ["fed"])
 	Email         string   `json:"email,omitempty"`
 	EmailVerified *bool    `json:"email_verified,omitempty"`
 	Name          string   `json:"name,omitempty"`
@@ -99,9 +99,8 @@ func (x *grantExchanger) idToken(ctx context.Context, req *tokenRequest, ar fosi
 		Issuer: x.issuer, Subject: sess.Subject,
 		Audience: []string{req.client.GetID()}, AZP: req.client.GetID(),
 		Expires: now.Add(x.idTokenTTL).Unix(), IssuedAt: now.Unix(),
-		AuthTime: authTime, Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
+		AuthTime: authTime, AMR: sessionAMR(ar), Nonce: nonce, ATHash: atHash(accessToken), SID: sid,
 	}
-	c.AMR = sessionAMR(sess)
 	if ar.GetGrantedScopes().Has("email") || ar.GetGrantedScopes().Has("profile") {
 		if u, err := x.users.GetUserBySubject(ctx, sess.Subject); err == nil {
 			addProfileClaims(&c, u, ar.GetGrantedScopes())
@@ -130,21 +129,4 @@ func addProfileClaims(c *idTokenClaims, u *storage.User, granted fosite.Argument
 	if granted.Has("profile") && u.Name != "" {
 		c.Name = u.Name
 	}
-}
-
-// sessionAMR reads the amr values a session's Extra holds.
-func sessionAMR(s *fosite.DefaultSession) []string {
-	switch v := s.Extra["amr"].(type) {
-	case []string:
-		return v
-	case []any:
-		out := make([]string, 0, len(v))
-		for _, x := range v {
-			if str, ok := x.(string); ok {
-				out = append(out, str)
-			}
-		}
-		return out
-	}
-	return nil
 }

@@ -62,6 +62,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			route := r.URL.Path
 			switch {
 			case knownRoutes[route], s.methods.routes[route]:
+			case s.accounts != nil && s.accounts.Route(route) != "":
+				route = s.accounts.Route(route)
 			case s.admin != nil && strings.HasPrefix(route, "/admin/"):
 				if route = s.admin.Route(route); route == "" {
 					route = "other"
@@ -116,7 +118,7 @@ func limitBody(next http.Handler) http.Handler {
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")

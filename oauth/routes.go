@@ -69,6 +69,7 @@ func (s *Server) routes() http.Handler {
 		}
 		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
 	})
+	s.passkeyRoutes(r, html) // passkeys.go
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
@@ -89,6 +90,10 @@ func (s *Server) routes() http.Handler {
 		// than under it.
 		if s.admin != nil && strings.HasPrefix(req.URL.Path, "/admin/") {
 			s.admin.ServeHTTP(w, req)
+			return
+		}
+		if s.accounts != nil && s.accounts.Route(req.URL.Path) != "" {
+			limitBody(s.accounts).ServeHTTP(w, req)
 			return
 		}
 		public.ServeHTTP(w, req)

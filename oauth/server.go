@@ -51,12 +51,15 @@ type Server struct {
 	// keys signs ID tokens and serves the JWKS (package signing).
 	keys *signing.Manager
 
-	methods     methodSet            // the sign-in methods (signin.go)
-	limits      *limits.Limiter      // abuse budgets (Deps.Limits)
-	devices     deviceCodec          // browsers that signed in as a username before
-	adminTokens adminTokens          // for introspection
-	admin       AdminAPI             // under /admin/ (MountAdmin); nil: none
-	federation  *federation.Registry // upstream providers (Deps.Federation); nil: none
+	methods     methodSet       // the sign-in methods (signin.go)
+	limits      *limits.Limiter // abuse budgets (Deps.Limits)
+	devices     deviceCodec     // browsers that signed in as a username before
+	adminTokens adminTokens     // for introspection
+	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
+	passkeys    Passkeys        // the account page's passkeys (MountPasskeys); nil: none
+	// accounts are the self-service pages (MountAccounts); nil: none.
+	accounts   AccountPages
+	federation *federation.Registry // upstream providers (Deps.Federation); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the

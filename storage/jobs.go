@@ -201,10 +201,21 @@ const (
 	// CleanupFederationLogins deletes browser sign-ins at a provider that
 	// were never finished.
 	CleanupFederationLogins = "federation_logins"
+	// CleanupAccountFlows deletes pending self-service steps (sign-ups,
+	// recoveries, email changes) that expired, used or not.
+	CleanupAccountFlows = "account_flows"
+	// CleanupMailOutbox deletes outbox rows that finished (sent or given
+	// up; their data was erased then) before the cutoff.
+	CleanupMailOutbox = "mail_outbox"
 	// CleanupLogoutDeliveries deletes back-channel logout deliveries that
 	// were delivered or given up before the cutoff (the caller passes now
 	// minus its retention, as for CleanupJobs).
 	CleanupLogoutDeliveries = "logout_deliveries"
+	// CleanupPasskeyCeremonies deletes passkey ceremonies never answered
+	// (a sign-in page's autofill request, a closed tab) once expired.
+	CleanupPasskeyCeremonies = "passkey_ceremonies"
+	// CleanupPasskeyLinks deletes enrolment links that expired unused.
+	CleanupPasskeyLinks = "passkey_links"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -50,8 +49,10 @@ type FederatedIdentity struct {
 	CreatedAt  time.Time
 }
 
-// ErrLastWayIn refuses to remove a user's last way to sign in.
-var ErrLastWayIn = errors.New("storage: the last way to sign in cannot be removed")
+// ErrLastWayIn refuses to remove a user's last way to sign in (a
+// password, an enabled passkey, a linked provider identity): it is
+// ErrLastMethod, the passkeys' refusal, under the name of this file.
+var ErrLastWayIn = ErrLastMethod
 
 // FederationLogin is a browser sign-in in flight at a provider.
 type FederationLogin struct {

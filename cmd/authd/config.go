@@ -32,12 +32,15 @@ type config struct {
 	DPoPNonce       string
 	RequirePAR      bool
 	PKCERows        bool
-	jobs            jobsConfig   // job worker and janitor (janitor.go)
-	perf            perfConfig   // client cache (perf.go)
-	ops             opsConfig    // operations listener (ops.go)
-	people          peopleConfig // sessions and consent (people.go)
-	keys            keysConfig   // ID token signing keys (keys.go)
+	jobs            jobsConfig    // job worker and janitor (janitor.go)
+	perf            perfConfig    // client cache (perf.go)
+	ops             opsConfig     // operations listener (ops.go)
+	people          peopleConfig  // sessions and consent (people.go)
+	keys            keysConfig    // ID token signing keys (keys.go)
+	passkeys        passkeyConfig // passkeys (passkeys.go)
 
+	// accounts: self-service accounts and their mail (accounts.go).
+	accounts accountsConfig
 	// backchannel: back-channel logout delivery (backchannel.go).
 	backchannel backchannelConfig
 
@@ -73,7 +76,9 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.ops.flags(fs)
 	c.people.flags(fs)
 	c.keys.flags(fs)
+	c.accounts.flags(fs)
 	c.backchannel.flags(fs)
+	c.passkeys.flags(fs)
 }
 
 // validate checks every setting of serve and dev, before any I/O, and
@@ -142,9 +147,15 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	errs.add(c.people.validate())
 	errs.add(c.keys.validate())
 	errs.add(c.backchannel.validate())
+	if u, err := url.Parse(c.Issuer); c.Issuer == "" || (err == nil && u.Host != "") { // else AUTHD_ISSUER's error says it
+		if _, err := c.passkeys.relyingParty(c.Issuer, c.Addr); err != nil {
+			errs.add(err)
+		}
+	}
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
 	errs.add(c.ops.validate(getenv))
+	errs.add(c.accounts.validate(c.DatabaseURL))
 	c.warnings = append(c.warnings, unknownSettings(envNamesFrom(ctx))...)
 	return errs.err()
 }

@@ -35,6 +35,14 @@ PRECIS OpaqueString), never from the command line.
   consents NAME       list the user's remembered consents
   revoke-consent NAME CLIENT_ID
                       withdraw a consent; revokes that client's tokens
+  passkeys NAME       list the user's passkeys (credential ids in base64url)
+  remove-passkey NAME ID
+                      remove a passkey (not the user's last way to sign in)
+  passkey-link NAME   a single-use link (15 minutes) to add one passkey
+
+add -no-password creates a user without a password (they enrol with a
+passkey-link); set-password -no-password removes the password of a user
+who has a passkey, ends their sessions and revokes their tokens.
 
 Usernames are compared after PRECIS UsernameCaseMapped (RFC 8265 §3.3):
 "Alice" and "alice" are one account.
@@ -62,6 +70,9 @@ var usersCommands = map[string]usersCommand{
 	"sign-out":       {[]string{"NAME"}, false, "Ends every browser session of the user; their tokens stay valid."},
 	"consents":       {[]string{"NAME"}, false, "Lists the user's remembered consents."},
 	"revoke-consent": {[]string{"NAME", "CLIENT_ID"}, false, "Withdraws the user's consent for a client and revokes the tokens issued to\nthat client."},
+	"passkeys":       {[]string{"NAME"}, false, "Lists the user's passkeys, each with its credential id in base64url."},
+	"remove-passkey": {[]string{"NAME", "ID"}, false, "Removes the user's passkey ID (base64url, as listed); refused if it is the\nuser's last way to sign in."},
+	"passkey-link":   {[]string{"NAME"}, false, "Prints a single-use link, valid 15 minutes, with which the user adds one\npasskey (and is signed in to nothing else). Needs AUTHD_ISSUER."},
 }
 
 // usage is the command's own usage text ("authd users add -h").
@@ -75,6 +86,7 @@ type usersOptions struct {
 	emailVerified bool
 	limit         int
 	cursor        string
+	noPassword    bool // add, set-password: -no-password
 }
 
 // usersFlagSet is the flag set of "authd users NAME".
@@ -86,6 +98,12 @@ func usersFlagSet(name string, c *config, o *usersOptions) *flag.FlagSet {
 		fs.StringVar(&o.email, "email", "", "email address (profile claim)")
 		fs.BoolVar(&o.emailVerified, "email-verified", false, "mark the email address verified")
 		fs.StringVar(&o.name, "name", "", "full name (profile claim)")
+		fs.BoolVar(&o.noPassword, "no-password", false, "no password: the user enrols a passkey with authd users passkey-link")
+	case "set-password":
+		fs.BoolVar(&o.noPassword, "no-password", false, "remove the password (the user must have a passkey)")
+	case "passkey-link":
+		fs.StringVar(&c.Issuer, "issuer", "", "the server's public URL, where the link points (AUTHD_ISSUER)")
+		fs.StringVar(&c.passkeys.RPID, "webauthn-rp-id", "", "passkeys' relying party ID, as the server's (AUTHD_WEBAUTHN_RP_ID)")
 	case "list":
 		fs.IntVar(&o.limit, "limit", 50, "users per page, 1–200")
 		fs.StringVar(&o.cursor, "cursor", "", "the next_cursor of the previous page")
@@ -101,7 +119,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 			_, _ = io.WriteString(stdout, usersUsage)
 			return nil
 		}
-		return usagef("usage: authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent (see authd users -h)")
+		return usagef("usage: authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent|passkeys|remove-passkey|passkey-link (see authd users -h)")
 	}
 	cmd, ok := usersCommands[args[0]]
 	if !ok {
@@ -137,7 +155,7 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	var password string
-	if cmd.stdin {
+	if cmd.stdin && !o.noPassword {
 		p, err := readPassword(stdin, args[0], pos[0])
 		if err != nil {
 			return err
@@ -150,7 +168,12 @@ func cmdUsers(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer closeStore()
 	svc := identity.New(store, identity.Options{})
-	out, err := runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: o.email, EmailVerified: o.emailVerified, Name: o.name}, o.limit, o.cursor)
+	var out any
+	if isPasskeyCommand(args[0], o) {
+		out, err = runPasskeyUsers(ctx, c, store, svc, args[0], pos) // users_passkeys.go
+	} else {
+		out, err = runUsers(ctx, svc, args[0], pos, password, identity.NewUser{Email: o.email, EmailVerified: o.emailVerified, Name: o.name, NoPassword: o.noPassword}, o.limit, o.cursor)
+	}
 	if err != nil {
 		return usersError(err)
 	}
@@ -240,7 +263,7 @@ func usersError(err error) error {
 			return usagef("%v", err)
 		}
 	}
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) || isPasskeyUsageError(err) {
 		return usagef("%v", err)
 	}
 	return err

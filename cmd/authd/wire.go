@@ -11,6 +11,7 @@ import (
 	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
@@ -50,6 +51,15 @@ type backends struct {
 func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.Logger) (srv *oauth.Server, keys *signing.Manager, err error) {
 	oc := c.oauthConfig()
 	metrics := oauth.NewMetrics()
+	budgets, closeBudgets, err := openLimits(c.RedisURL, log, metrics.Registry())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			closeBudgets()
+		}
+	}()
 	store := b.store
 	if c.perf.ClientCacheTTL > 0 {
 		store = storage.NewCachingStore(store, c.perf.ClientCacheTTL)
@@ -78,14 +88,21 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		Resource: dpop.NewVerifier(dpop.Options{Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
 	}
 	// The sign-in methods, in the login page's order.
+	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Budgets: budgets, Logger: log})}
+	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log) // passkeys.go
+	if err != nil {
+		return nil, nil, err
+	}
+	if passkeys != nil {
+		methods = append(methods, passkeyweb.New(passkeys))
+	}
 	// Upstream providers (package federation): every replica reloads them
 	// within federation.PollInterval of a change; their buttons follow the
-	// password form.
+	// other methods.
 	providers := federation.NewRegistry(federation.RegistryConfig{Secret: oc.Secret, Store: b.store, Logger: log})
-	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log}),
-		fed.New(fed.Options{Secret: oc.Secret, Issuer: oc.Issuer, Registry: providers, Store: revoking, Logger: log})}
+	methods = append(methods, fed.New(fed.Options{Secret: oc.Secret, Issuer: oc.Issuer, Registry: providers, Store: revoking, Logger: log}))
 	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit(),
+		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit(),
 		Federation: providers})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
@@ -94,10 +111,16 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Logger: log, Issuer: oc.Issuer})
+		Store: revoking, People: people, Passkeys: passkeys, Logger: log, Issuer: oc.Issuer})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
 	srv.MountAdmin(admin)
+	if passkeys != nil {
+		srv.MountPasskeys(passkeys)
+	}
+	if err := mountAccounts(c, b.store, revoking, people, passwords, budgets, srv, log); err != nil {
+		return nil, nil, err
+	}
 	return srv, keys, nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
+	"github.com/authd/authd/passkey"
+	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
@@ -53,6 +55,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		deps.Passwords = password.New(password.Options{})
 	}
 	deps.Metrics = oauth.NewMetrics()
+	raw := backend
 	if sv.ClientCacheTTL > 0 {
 		backend = storage.NewCachingStore(backend, sv.ClientCacheTTL)
 	}
@@ -67,10 +70,29 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	if deps.Federation == nil {
 		deps.Federation = federation.NewRegistry(federation.RegistryConfig{Secret: cfg.Secret, Store: backend, Now: deps.Now, Logger: deps.Logger})
 	}
+	// Passkeys, as serve builds them (cmd/authd/passkeys.go): on for a
+	// domain-name issuer (http://localhost:PORT in the browser tests), off
+	// for an IP address.
+	var pk *passkey.Service
+	if rp, err := passkey.Configure(passkey.Settings{Issuer: cfg.Issuer}); err == nil && rp.Enabled {
+		if ps, ok := raw.(storage.PasskeyStore); ok {
+			pk, err = passkey.New(rp, struct {
+				storage.PasskeyStore
+				revocation.Store
+			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	if len(deps.Methods) == 0 {
 		pw := pwd.New(people, pwd.Options{Limits: cfg.LoginLimits, Budgets: deps.Limits, Logger: deps.Logger, Now: deps.Now})
-		deps.Methods = []signin.Method{pw, fed.New(fed.Options{Secret: cfg.Secret, Issuer: cfg.Issuer, Registry: deps.Federation,
-			Store: revoking, Logger: deps.Logger, Now: deps.Now})}
+		deps.Methods = []signin.Method{pw}
+		if pk != nil {
+			deps.Methods = append(deps.Methods, passkeyweb.New(pk))
+		}
+		deps.Methods = append(deps.Methods, fed.New(fed.Options{Secret: cfg.Secret, Issuer: cfg.Issuer, Registry: deps.Federation,
+			Store: revoking, Logger: deps.Logger, Now: deps.Now}))
 		if sv.Methods != nil {
 			deps.Methods = sv.Methods(people, pw)
 		}
@@ -101,11 +123,14 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	}
 	if len(cfg.AdminTokens) > 0 {
 		api, err := adminapi.New(adminapi.Config{Secret: cfg.Secret, AdminTokens: cfg.AdminTokens, IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
-			Store: revoking, People: people, Logger: deps.Logger, Now: deps.Now, Issuer: cfg.Issuer})
+			Store: revoking, People: people, Passkeys: pk, Logger: deps.Logger, Now: deps.Now, Issuer: cfg.Issuer})
 		if err != nil {
 			return nil, err
 		}
 		srv.MountAdmin(api)
+	}
+	if pk != nil {
+		srv.MountPasskeys(pk)
 	}
 	return srv, nil
 }

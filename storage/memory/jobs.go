@@ -22,9 +22,13 @@ var memoryCleanupKinds = []string{
 	storage.CleanupClientAssertionJWTs,
 	storage.CleanupIdempotencyKeys,
 	storage.CleanupReplayRecords,
+	storage.CleanupPasskeyCeremonies,
+	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
 	storage.CleanupFederationExchanges,
 	storage.CleanupFederationLogins,
+	storage.CleanupAccountFlows,
+	storage.CleanupMailOutbox,
 	storage.CleanupLogoutDeliveries,
 }
 
@@ -69,8 +73,14 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return s.DeleteExpiredSubjectTokens(ctx, before, limit)
 	case storage.CleanupFederationLogins:
 		return s.deleteExpiredLogins(before, limit), nil
+	case storage.CleanupAccountFlows, storage.CleanupMailOutbox:
+		return s.deleteExpiredOutbox(ctx, kind, before, limit), nil
 	case storage.CleanupLogoutDeliveries:
 		return s.deleteFinishedLogouts(ctx, before, limit), nil
+	case storage.CleanupPasskeyCeremonies:
+		return s.DeleteExpiredCeremonies(ctx, before, limit)
+	case storage.CleanupPasskeyLinks:
+		return s.deleteExpiredLinks(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

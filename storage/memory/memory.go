@@ -79,11 +79,17 @@ type Store struct {
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).
 	signingKeys []storage.SigningKey
+	// passkeys, their ceremonies and enrolment links (passkeys.go),
+	// created on first use.
+	passkeys passkeyTables
 	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
 	// + signature) to the root transaction that holds it; unlock wakes
 	// the waiters through cond.
 	rowLocks map[string]*memTx
 	cond     *sync.Cond
+	// outbox holds the mail outbox, its job queue and the pending
+	// self-service flows (outbox.go); created on first use.
+	outbox *outboxState
 
 	// fed holds upstream providers and their links (providers.go).
 	fed *fedTables

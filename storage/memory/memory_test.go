@@ -10,3 +10,7 @@ import (
 func TestStore(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storagetest.Store { return memory.New() })
 }
+
+func TestPasskeyStore(t *testing.T) {
+	storagetest.RunPasskeys(t, func(t *testing.T) storagetest.PasskeyStore { return memory.New() })
+}

@@ -206,13 +206,10 @@ func (s *Store) UnlinkFederatedIdentity(ctx context.Context, subject, issuer, su
 			err = fmt.Errorf("memory: unlink federated identity: %w", storage.ErrNotFound)
 			return
 		}
-		others := 0
-		for kk, f := range t.links {
-			if f.Subject == subject && kk != k {
-				others++
-			}
-		}
-		if u, ok := s.users[subject]; ok && len(u.PasswordHash) == 0 && others == 0 {
+		delete(t.links, k)
+		left := s.otherWayIn(subject, "") // a password, an enabled passkey, another link
+		t.links[k] = old
+		if !left {
 			err = fmt.Errorf("memory: unlink federated identity: %w", storage.ErrLastWayIn)
 			return
 		}

@@ -194,6 +194,7 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 		s.deleteConsents(ctx, func(k consentKey) bool { return k.subject == subject })
 		s.deleteLinks(ctx, subject)
 		s.markTokensPending(subject)
+		s.deletePasskeys(ctx, subject)
 	})
 	return err
 }

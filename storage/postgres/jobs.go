@@ -237,7 +237,11 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupReplayRecords, `window_end < $1`},
 	{storage.CleanupFederationExchanges, `expires_at < $1`},
 	{storage.CleanupFederationLogins, `expires_at < $1`},
+	{storage.CleanupAccountFlows, `expires_at < $1`},
+	{storage.CleanupMailOutbox, `status <> 'pending' AND finished_at < $1`},
 	{storage.CleanupLogoutDeliveries, `status <> 'pending' AND finished_at < $1`},
+	{storage.CleanupPasskeyCeremonies, `expires_at < $1`},
+	{storage.CleanupPasskeyLinks, `expires_at < $1`},
 }
 
 // CleanupKinds returns every storage.Cleanup* kind: the schema holds them

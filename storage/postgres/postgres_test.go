@@ -157,3 +157,7 @@ func newPool(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+func TestPasskeyStore(t *testing.T) {
+	storagetest.RunPasskeys(t, func(t *testing.T) storagetest.PasskeyStore { return postgres.New(pgtest.New(t)) })
+}

@@ -162,11 +162,15 @@ func (s *Store) ListFederatedIdentities(ctx context.Context, subject string) ([]
 // last way in, under the user's row lock.
 func (s *Store) UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error {
 	return s.inTx(ctx, "unlink federated identity", func(q querier) error {
+		if err := lockWaysIn(ctx, q, subject); err != nil {
+			return err
+		}
 		var hasPassword bool
 		var others int
-		err := q.QueryRow(ctx, `SELECT password_hash <> '', (SELECT count(*) FROM federated_identities
-			WHERE subject = $1 AND NOT (issuer = $2 AND sub = $3))
-			FROM users WHERE subject = $1 FOR UPDATE`, subject, issuer, sub).Scan(&hasPassword, &others)
+		err := q.QueryRow(ctx, `SELECT length(password_hash) > 0,
+			(SELECT count(*) FROM federated_identities WHERE subject = $1 AND NOT (issuer = $2 AND sub = $3))
+			+ (SELECT count(*) FROM passkeys WHERE subject = $1 AND disabled_at IS NULL)
+			FROM users WHERE subject = $1`, subject, issuer, sub).Scan(&hasPassword, &others)
 		if err != nil {
 			return err
 		}

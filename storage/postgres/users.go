@@ -37,8 +37,12 @@ func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 		u.UpdatedAt = u.CreatedAt
 	}
 	u.CreatedAt, u.UpdatedAt = storage.NormalizeTime(u.CreatedAt), storage.NormalizeTime(u.UpdatedAt)
+	hash := u.PasswordHash
+	if hash == nil {
+		hash = []byte{} // no password (a passkey-only user): the column is not null
+	}
 	_, err := s.q(ctx).Exec(ctx, `INSERT INTO users (`+userColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, u.Subject, u.Username, u.PasswordHash,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, u.Subject, u.Username, hash,
 		u.Email, u.EmailVerified, u.Name, u.Disabled, u.CreatedAt, u.UpdatedAt)
 	return translate(fmt.Sprintf("create user %q", u.Username), err)
 }

@@ -13,11 +13,14 @@ import (
 	"io"
 )
 
-//go:embed *.html authd.css
+//go:embed *.html authd.css passkey.js
 var files embed.FS
 
 // CSS is the stylesheet served at /static/authd.css.
 var CSS = mustRead("authd.css")
+
+// PasskeyJS is the passkey script served at /static/passkey.js.
+var PasskeyJS = mustRead("passkey.js")
 
 func mustRead(name string) []byte {
 	b, err := files.ReadFile(name)
@@ -52,6 +55,9 @@ type LoginData struct {
 	// (signin.Method.Render: each method's HTML comes from its own
 	// template, escaped there).
 	Methods []template.HTML
+	// Accounts are the self-service links ("Create account", "Forgot
+	// password?"); empty ones are not shown.
+	Accounts AccountLinks
 }
 
 // LoginErrorID is the id of the login page's error message.
@@ -167,8 +173,36 @@ type AccountData struct {
 	Notice string
 	// NoSession: the browser is not signed in.
 	NoSession bool
+	// Passkeys is on when the server offers passkeys: the section with
+	// the user's passkeys, "Add a passkey" and "Remove password".
+	Passkeys    bool
+	PasskeyList []AccountPasskey
+	HasPassword bool
+	// Accounts are the self-service links (change email, delete account).
+	Accounts AccountLinks
+	// Error reports a refused action.
+	Error string
 	// Providers are the upstream identities linked to the user.
 	Providers []AccountProvider
+}
+
+// AccountPasskey is one passkey on the account page.
+type AccountPasskey struct {
+	ID, Name, Created, LastUsed string
+	// Disabled: turned off after a sign count went backwards.
+	Disabled bool
+}
+
+// EnrolData is the data of the enrolment-link page.
+type EnrolData struct {
+	Title     string
+	CSRFToken string
+}
+
+// Enrol renders the page of an enrolment link (authd users passkey-link).
+func (p *Pages) Enrol(w io.Writer, d EnrolData) error {
+	d.Title = cmp.Or(d.Title, "Add a passkey")
+	return p.set.ExecuteTemplate(w, "enrol.html", d)
 }
 
 // AccountProvider is one linked provider identity on the account page.
