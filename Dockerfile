@@ -18,7 +18,9 @@ RUN git config --global --add safe.directory /src && \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/authd /authd
-USER nonroot:nonroot
+# distroless's nonroot user, by number: Kubernetes can check runAsNonRoot
+# only against a numeric user (deploy/ sets runAsUser to the same).
+USER 65532:65532
 # Listen on every interface inside the container: the public listener and
 # the operations listener (/metrics, /healthz, /readyz); publish only 8080.
 ENV AUTHD_ADDR=:8080 \

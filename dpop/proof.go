@@ -60,6 +60,10 @@ var (
 	// or a stale one (RFC 9449 §8, §12.2 use_dpop_nonce). The client
 	// retries with the nonce of the DPoP-Nonce header.
 	ErrUseNonce = errors.New("DPoP nonce required")
+	// ErrProofReplayed: the proof's jti was already used (RFC 9449
+	// §11.1). It is an ErrInvalidProof too; the caller may report it as a
+	// security event.
+	ErrProofReplayed = fmt.Errorf("%w: the proof's jti was already used (RFC 9449 Section 11.1)", ErrInvalidProof)
 )
 
 func invalid(format string, a ...any) error {
@@ -340,7 +344,7 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 		return p, nil
 	}
 	if !fresh {
-		return nil, invalid("the proof's jti was already used (RFC 9449 Section 11.1)")
+		return nil, ErrProofReplayed
 	}
 	return p, nil
 }

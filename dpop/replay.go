@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/authd/authd/rediscall"
 )
 
 // ReplayStore records the jti of every accepted proof for as long as the
@@ -68,31 +70,24 @@ type Redis struct {
 	client  redis.Cmdable
 	prefix  string
 	timeout time.Duration
-	// pipelined: client is go-redis's automatic pipeliner, which ignores
-	// per-command contexts; the client's read and write timeouts bound the
-	// round trip instead (authd serve sets them to 150 ms).
-	pipelined bool
 }
 
-// NewRedis returns a Redis store; timeout 0 is 150 ms. On the automatic
-// pipeliner (*redis.AutoPipeliner) the timeout is the underlying client's
-// ReadTimeout and WriteTimeout instead: it ignores the context's deadline.
+// NewRedis returns a Redis store; timeout 0 is 150 ms. The wait for Redis
+// is bounded by timeout on any client, the deferred automatic pipeliner
+// included (package rediscall).
 func NewRedis(client redis.Cmdable, timeout time.Duration) *Redis {
 	if timeout <= 0 {
 		timeout = 150 * time.Millisecond
 	}
-	_, pipelined := client.(*redis.AutoPipeliner)
-	return &Redis{client: client, prefix: DefaultRedisPrefix, timeout: timeout, pipelined: pipelined}
+	return &Redis{client: client, prefix: DefaultRedisPrefix, timeout: timeout}
 }
 
 // Use implements ReplayStore.
 func (r *Redis) Use(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	if !r.pipelined {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.timeout)
-		defer cancel()
-	}
-	err := r.client.SetArgs(ctx, r.prefix+id, "1", redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	ms := max(ttl.Milliseconds(), 1)
+	err := rediscall.Do(ctx, r.client, redis.NewStatusCmd(ctx, "set", r.prefix+id, "1", "px", ms, "nx"))
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/authd/authd/rediscall"
 )
 
 // Defaults for [RedisOptions].
@@ -53,7 +55,7 @@ const maxFingerprint = 0xffff
 // existing entry, in one atomic step. KEYS[1] entry key; ARGV[1] the new
 // entry, ARGV[2] TTL in ms. Returns false when claimed (nil to go-redis),
 // else the existing entry.
-var claimScript = redis.NewScript(`
+var claimScript = rediscall.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
   return v
@@ -82,14 +84,14 @@ end
 // completeScript stores the sealed response if ARGV[1] owns the in-flight
 // entry. KEYS[1] entry key; ARGV[1] owner, ARGV[2] sealed, ARGV[3] TTL in ms.
 // Returns 1 if stored, 0 if the claim is not held.
-var completeScript = redis.NewScript(ownedScriptHead + `
+var completeScript = rediscall.NewScript(ownedScriptHead + `
 redis.call('SET', KEYS[1], 'c' .. string.sub(v, 2, n) .. ARGV[2], 'PX', ARGV[3])
 return 1
 `)
 
 // releaseScript deletes the entry if ARGV[1] owns it and it is in flight.
 // KEYS[1] entry key; ARGV[1] owner. Returns 1 if deleted, 0 otherwise.
-var releaseScript = redis.NewScript(ownedScriptHead + `
+var releaseScript = rediscall.NewScript(ownedScriptHead + `
 redis.call('DEL', KEYS[1])
 return 1
 `)
@@ -101,11 +103,10 @@ type RedisOptions struct {
 	// alone. It must not contain '{' or '}'. Default DefaultRedisPrefix
 	// ("authd:xc:"). Tests use a unique prefix per test for isolation.
 	Prefix string
-	// Timeout bounds each Redis round trip (a Wait poll counts as one), so a
-	// slow Redis cannot stall a login. Default DefaultRedisTimeout (150 ms).
-	// It is only enforced on socket I/O if the client was created with
-	// ContextTimeoutEnabled: true; through the automatic pipeliner, only
-	// by the client's ReadTimeout and WriteTimeout (see NewRedis).
+	// Timeout bounds the wait for each Redis call (a Wait poll counts as
+	// one), so a slow Redis cannot stall a login: the call's context, which
+	// package rediscall honours on the automatic pipeliner too. Default
+	// DefaultRedisTimeout (150 ms).
 	Timeout time.Duration
 	// PollInterval is the time between two checks in Wait. Default
 	// DefaultRedisPollInterval (5 ms).
@@ -124,10 +125,6 @@ type RedisOptions struct {
 type Redis struct {
 	client redis.Cmdable
 	opts   RedisOptions
-	// pipelined: client is go-redis's automatic pipeliner, which runs every
-	// command on its own long-lived context and ignores the caller's (see
-	// NewRedis); no per-call deadline is set then.
-	pipelined bool
 	// scriptClaim: Redis refused SET with both NX and GET (older than
 	// 7.0), so Claim runs claimScript instead; set on the first refusal.
 	scriptClaim atomic.Bool
@@ -137,19 +134,14 @@ type Redis struct {
 var _ Cache = (*Redis)(nil)
 
 // NewRedis returns a Cache backed by client, which may be a *redis.Client,
-// *redis.ClusterClient or failover client, or the automatic pipeliner of one
-// (redis.Client.AutoPipeline: concurrent requests' commands share round
-// trips, which is how authd serve uses it).
+// *redis.ClusterClient or failover client, or the deferred automatic
+// pipeliner of one (redis.Client.AsyncAutoPipelineWithOptions: concurrent
+// requests' commands share round trips, which is how authd serve uses it).
 //
-// The client should be created with ContextTimeoutEnabled: true; without it
-// go-redis ignores context deadlines for socket reads and writes, and
-// RedisOptions.Timeout is then only enforced by the client's own
-// ReadTimeout/WriteTimeout (default 3-5 s). The automatic pipeliner ignores
-// per-command contexts altogether (a queued command runs on the
-// pipeliner's context; go-redis's AutoPipeliner documentation): with one,
-// NewRedis sets no per-call deadline, and the bound on a round trip is the
-// underlying client's ReadTimeout and WriteTimeout, which should then be
-// RedisOptions.Timeout (authd serve sets them so). NewRedis panics if
+// Every call waits at most RedisOptions.Timeout (package rediscall: on the
+// pipeliner the wait is abandoned at the deadline). A client other than
+// the pipeliner should be created with ContextTimeoutEnabled: true, so that
+// go-redis also stops its socket reads and writes there. NewRedis panics if
 // opts.Prefix contains '{' or '}' (a programming error at wiring time).
 func NewRedis(client redis.Cmdable, opts RedisOptions) *Redis {
 	if opts.Prefix == "" {
@@ -167,17 +159,11 @@ func NewRedis(client redis.Cmdable, opts RedisOptions) *Redis {
 	if opts.WarnEvery <= 0 {
 		opts.WarnEvery = 10 * time.Second
 	}
-	_, pipelined := client.(*redis.AutoPipeliner)
-	return &Redis{client: client, opts: opts, pipelined: pipelined}
+	return &Redis{client: client, opts: opts}
 }
 
-// bound returns ctx bounded by RedisOptions.Timeout for one round trip. On
-// the automatic pipeliner a deadline would be ignored, so it is not set:
-// there the client's read and write timeouts bound the round trip.
+// bound returns ctx bounded by RedisOptions.Timeout for one call.
 func (r *Redis) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.pipelined {
-		return ctx, func() {}
-	}
 	return context.WithTimeout(ctx, r.opts.Timeout)
 }
 
@@ -195,6 +181,12 @@ func (r *Redis) fail(err error) error {
 	}
 	return err
 }
+
+// ReportFailure reports err, a failure of Redis found outside the cache's
+// own calls (authd's readiness check, ops.RedisHealth), through the same
+// warning as the cache's calls: at most one per WarnEvery for both. It
+// returns err.
+func (r *Redis) ReportFailure(err error) error { return r.fail(err) }
 
 // redisKey returns the Redis key for a cache key.
 func (r *Redis) redisKey(key string) string {
@@ -286,10 +278,13 @@ func (r *Redis) Claim(ctx context.Context, key, fingerprint string, inflightTTL 
 // has refused that (older than 7.0).
 func (r *Redis) setNXGet(ctx context.Context, rkey, entry string, ms int64) (string, error) {
 	if !r.scriptClaim.Load() {
-		ttl := time.Duration(ms) * time.Millisecond
-		old, err := r.client.SetArgs(ctx, rkey, entry, redis.SetArgs{Mode: "NX", Get: true, TTL: ttl}).Result()
-		if err == nil || !refusesNXGet(err) {
-			return old, err
+		cmd := redis.NewStringCmd(ctx, "set", rkey, entry, "px", ms, "nx", "get")
+		err := rediscall.Do(ctx, r.client, cmd)
+		if err == nil {
+			return cmd.Val(), nil
+		}
+		if !refusesNXGet(err) {
+			return "", err
 		}
 		r.scriptClaim.Store(true)
 	}
@@ -308,14 +303,15 @@ func (r *Redis) Lookup(ctx context.Context, key, fingerprint string) (Result, er
 func (r *Redis) lookup(ctx context.Context, key, fingerprint string) (Result, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	entry, err := r.client.Get(ctx, r.redisKey(key)).Result()
+	cmd := redis.NewStringCmd(ctx, "get", r.redisKey(key))
+	err := rediscall.Do(ctx, r.client, cmd)
 	if errors.Is(err, redis.Nil) {
 		return Result{Outcome: Absent}, nil
 	}
 	if err != nil {
 		return Result{}, r.fail(fmt.Errorf("exchangecache: lookup: %w", err))
 	}
-	return report(entry, fingerprint)
+	return report(cmd.Val(), fingerprint)
 }
 
 // Complete implements [Cache.Complete] with one Lua compare-and-set script.
@@ -376,7 +372,7 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	if err := r.client.Del(ctx, r.redisKey(key)).Err(); err != nil {
+	if err := rediscall.Do(ctx, r.client, redis.NewIntCmd(ctx, "del", r.redisKey(key))); err != nil {
 		return r.fail(fmt.Errorf("exchangecache: forget: %w", err))
 	}
 	return nil
@@ -387,7 +383,7 @@ func (r *Redis) Forget(ctx context.Context, key string) error {
 func (r *Redis) Ping(ctx context.Context) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	if err := r.client.Ping(ctx).Err(); err != nil {
+	if err := rediscall.Do(ctx, r.client, redis.NewStatusCmd(ctx, "ping")); err != nil {
 		return r.fail(fmt.Errorf("exchangecache: ping: %w", err))
 	}
 	return nil

@@ -235,7 +235,9 @@ func TestPausedWorkerLosesLease(t *testing.T) {
 	admin := postgres.New(newPool(t, dsn))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	const lease = 500 * time.Millisecond
+	// Wide enough that B's first look, right after A started, falls
+	// within A's lease however loaded the machine (500 ms was not: CI).
+	const lease = 3 * time.Second
 	id := enqueue(t, admin, storage.NewJob{Kind: "work"})
 
 	var (
@@ -269,9 +271,18 @@ func TestPausedWorkerLosesLease(t *testing.T) {
 	if n, err := b.RunDue(ctx); err != nil || n != 0 {
 		t.Fatalf("B.RunDue while A holds a valid lease = %d, %v; want 0, nil", n, err)
 	}
-	time.Sleep(lease + 200*time.Millisecond)
-	if n, err := b.RunDue(ctx); err != nil || n != 1 {
-		t.Fatalf("B.RunDue after A's lease expired = %d, %v; want 1, nil", n, err)
+	// A's lease expires (the database's clock decides); B then takes over.
+	var ran int
+	waitFor(t, ctx, "B to take the job over once A's lease expired", func() bool {
+		n, err := b.RunDue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran += n
+		return ran > 0
+	})
+	if ran != 1 {
+		t.Fatalf("B ran %d jobs, want 1", ran)
 	}
 	close(resume)
 	if err := <-aCommit; !errors.Is(err, storage.ErrLeaseLost) {
@@ -308,7 +319,9 @@ func TestKilledWorkerTakenOver(t *testing.T) {
 	admin := postgres.New(newPool(t, dsn))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	const lease = 500 * time.Millisecond
+	// Wide enough that the delay between A's claim and the kill (a loaded
+	// machine) cannot make B's takeover look early.
+	const lease = 3 * time.Second
 	id := enqueue(t, admin, storage.NewJob{Kind: "work"})
 
 	aPool := newPool(t, dsn)

@@ -48,6 +48,7 @@ type fositeStore struct {
 // (request ID) so the exchanger can find the replay record or revoke.
 type errGrantUsed struct {
 	requestID string
+	subject   string // the grant's user, where the read gave it
 	refresh   bool
 	// subjectToken: a provider ID token already exchanged (RFC 8693).
 	subjectToken bool
@@ -136,7 +137,7 @@ func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, se
 	if m == nil {
 		req, err := f.Store.GetAuthorizeCodeSession(ctx, sig, session)
 		if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && req != nil {
-			return nil, &errGrantUsed{requestID: req.GetID()}
+			return nil, &errGrantUsed{requestID: req.GetID(), subject: subjectOf(req)}
 		}
 		return req, err
 	}
@@ -147,7 +148,7 @@ func (f fositeStore) GetAuthorizeCodeSession(ctx context.Context, sig string, se
 		return nil, err
 	}
 	if !code.Active {
-		return nil, &errGrantUsed{requestID: code.Record.RequestID}
+		return nil, &errGrantUsed{requestID: code.Record.RequestID, subject: code.Record.Subject}
 	}
 	req, err := code.Record.Clone().Decode(code.Client, session)
 	if err != nil {
@@ -195,7 +196,7 @@ func (f fositeStore) CreateRefreshTokenSession(ctx context.Context, sig, accessS
 func (f fositeStore) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
 	req, err := f.Store.GetRefreshTokenSession(ctx, sig, session)
 	if errors.Is(err, storage.ErrInactiveToken) && req != nil {
-		return nil, &errGrantUsed{requestID: req.GetID(), refresh: true, granted: req.GetGrantedScopes()}
+		return nil, &errGrantUsed{requestID: req.GetID(), subject: subjectOf(req), refresh: true, granted: req.GetGrantedScopes()}
 	}
 	return req, err
 }
@@ -246,7 +247,7 @@ func (f fositeStore) GetPKCERequestSession(ctx context.Context, sig string, sess
 	if !hit {
 		code, err = f.Store.GetAuthorizeCodeSession(ctx, sig, session)
 		if errors.Is(err, storage.ErrInvalidatedAuthorizeCode) && code != nil {
-			return nil, &errGrantUsed{requestID: code.GetID()}
+			return nil, &errGrantUsed{requestID: code.GetID(), subject: subjectOf(code)}
 		}
 	}
 	if err != nil {
@@ -279,4 +280,12 @@ func (f fositeStore) DeletePKCERequestSession(ctx context.Context, sig string) e
 		}
 	}
 	return f.Store.DeletePKCERequestSession(ctx, sig)
+}
+
+// subjectOf is the requester's user (sub), or "".
+func subjectOf(r fosite.Requester) string {
+	if s := r.GetSession(); s != nil {
+		return s.GetSubject()
+	}
+	return ""
 }

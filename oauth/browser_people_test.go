@@ -1,7 +1,6 @@
 package oauth_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,9 +41,7 @@ func TestBrowserPhoneWalk(t *testing.T) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx, nl := newChromium(t, chrome)
-	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
-	defer cancel()
+	ctx, nl := newChromium(t, chrome) // bounded by browserTimeout
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)
 	}

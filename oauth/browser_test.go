@@ -218,14 +218,34 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// browserTimeout bounds one browser test from the moment it has its
+// browser (browserSlot): generous, for a loaded two-core CI machine, where
+// TestBrowserPhoneWalk's walk, about 16 s on a quiet one, took more than
+// 20 s. Each step still waits for a condition (an element, a callback),
+// never for a fixed time.
+const browserTimeout = 3 * time.Minute
+
+// browserSlot lets one Chromium run at a time in this package: two
+// browsers beside the other parallel tests starved each other of the two
+// cores (TestBrowserCSRF and TestBrowserPhoneWalk failed under load and
+// passed on rerun).
+var browserSlot = make(chan struct{}, 1)
+
 // newChromium starts a headless Chromium with a fresh profile that talks
-// only to the local test servers, and returns a tab context (bounded by a
-// deadline) and the log of its network events.
+// only to the local test servers, and returns a tab context (bounded by
+// browserTimeout) and the log of its network events. It waits for the
+// browser slot first.
 func newChromium(t *testing.T, execPath string) (context.Context, *netLog) {
 	t.Helper()
-	profile := t.TempDir() // removed after the browser has exited (cleanups run LIFO)
+	select {
+	case browserSlot <- struct{}{}:
+	case <-time.After(10 * time.Minute):
+		t.Fatal("no browser slot within 10 minutes")
+	}
+	t.Cleanup(func() { <-browserSlot }) // after the browser has exited (cleanups run LIFO)
+	profile := t.TempDir()              // removed after the browser has exited (cleanups run LIFO)
 	out := &lockedBuffer{}
-	ctx, cancelTimeout := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(context.Background(), browserTimeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
 		chromedp.ExecPath(execPath),
 		chromedp.Headless,

@@ -9,6 +9,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/secevent"
 )
 
 // DPoP at the token endpoint (RFC 9449; docs/architecture.md, "The token
@@ -65,6 +66,9 @@ func (s *Server) checkDPoP(ctx context.Context, req *tokenRequest, requireDPoP b
 		return errUseDPoPNonce
 	}
 	if err != nil {
+		if errors.Is(err, dpop.ErrProofReplayed) {
+			s.security.Record(ctx, secevent.Event{Kind: secevent.DPoPProofReplay, ClientID: req.client.GetID(), Source: clientIP(req.r)})
+		}
 		return errInvalidDPoPProof(errorDescription(err.Error()))
 	}
 	req.jkt = p.JKT

@@ -13,6 +13,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 )
@@ -108,6 +109,8 @@ type grantExchanger struct {
 	users      interface {
 		GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
 	}
+	// security records reuse and replays of revoked grants.
+	security *secevent.Recorder
 }
 
 func (x *grantExchanger) exchange(ctx context.Context, req *tokenRequest) (*answer, error) {
@@ -228,8 +231,14 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 			}
 		}
 	}
+	event := secevent.Event{ClientID: req.client.GetID(), Subject: used.subject, GrantID: used.requestID, Source: clientIP(req.r)}
 	if req.id.key != "" {
 		a, rerr := x.fromRecord(ctx, req)
+		if errors.Is(rerr, errRevokedReplay) {
+			event.Kind = secevent.RevokedGrantReplay
+			x.security.Record(ctx, event)
+			return nil, fosite.ErrInvalidGrant.WithHint("The tokens issued for this request have been revoked or superseded.")
+		}
 		if a != nil || rerr != nil {
 			return a, rerr
 		}
@@ -242,9 +251,16 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 	// nothing left to revoke.
 	if used.refresh && used.requestID != "" {
 		if live, err := x.store.GrantActive(ctx, used.requestID); err == nil && !live {
+			event.Kind = secevent.RevokedGrantReplay
+			x.security.Record(ctx, event)
 			return nil, fosite.ErrInvalidGrant.WithHint("The refresh token has been revoked.")
 		}
 	}
+	event.Kind = secevent.CodeReuse
+	if used.refresh {
+		event.Kind = secevent.RefreshTokenReuse
+	}
+	x.security.Record(ctx, event)
 	// Reuse: RFC 6749 §4.1.2 (a code used twice: revoke the tokens issued
 	// from it) and RFC 9700 §4.14.2 (a rotated refresh token used again:
 	// revoke the family). Detached from the request: the revocation must
@@ -293,11 +309,16 @@ func (x *grantExchanger) fromRecord(ctx context.Context, req *tokenRequest) (*an
 		return nil, nil
 	}
 	if rec.Revoked {
-		return nil, fosite.ErrInvalidGrant.WithHint("The tokens issued for this request have been revoked or superseded.")
+		return nil, errRevokedReplay
 	}
 	a.path, a.windowEnd = pathRecord, rec.WindowEnd
 	return a, nil
 }
+
+// errRevokedReplay is fromRecord's answer to a retry whose record matches
+// but whose grant was revoked since (a security event:
+// revoked_grant_replay); redeemed turns it into invalid_grant.
+var errRevokedReplay = errors.New("oauth: the grant of this replay record was revoked")
 
 // openAnswer opens a sealed response for req: ok is false when it does not
 // open with the presented code_verifier (or refresh token), or when a

@@ -75,6 +75,8 @@ type harnessOpts struct {
 	dpopNonceOff bool
 	// accessLog receives the request log (nil: the server's default).
 	accessLog *slog.Logger
+	// logger is the server's log (nil: discarded).
+	logger *slog.Logger
 	// now is the server's clock (nil: time.Now).
 	now func() time.Time
 	// methods builds the sign-in methods (nil: the password method).
@@ -120,10 +122,13 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.cache == nil && !cfg.DisableReplay {
 		o.cache = exchangecache.NewMemory()
 	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	app, err := newServerWith(cfg, oauth.Deps{
 		Store:     h.store,
 		Cache:     o.cache,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    o.logger,
 		AccessLog: o.accessLog,
 		Passwords: testPasswords,
 		Now:       o.now,

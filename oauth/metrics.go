@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/authd/authd/password"
+	"github.com/authd/authd/secevent"
 )
 
 // Metrics are a server's Prometheus metrics, in a registry of their own
@@ -24,6 +25,8 @@ type Metrics struct {
 	// dpopReplayFailOpen counts DPoP proofs accepted without the jti
 	// store (package dpop fails open).
 	dpopReplayFailOpen prometheus.Counter
+	// security counts security events (package secevent).
+	security *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics of one server, registered in a new
@@ -52,8 +55,9 @@ func NewMetrics() *Metrics {
 			Name: "authd_dpop_jti_store_fail_open_total",
 			Help: "DPoP proofs accepted while the jti replay store could not answer (fail open; the proof's iat window and nonce still bound it).",
 		}),
+		security: secevent.NewCounter(),
 	}
-	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests, m.dpopReplayFailOpen,
+	m.registry.MustRegister(m.tokenRequests, m.replay, m.exchangeTime, m.httpRequests, m.dpopReplayFailOpen, m.security,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,4 +102,12 @@ func (m *Metrics) watchPasswords(h *password.Hasher) {
 			Help: "Password hashes and verifications that may compute at once.",
 		}, func() float64 { return float64(h.Concurrency()) }),
 	)
+}
+
+// SecurityEvents returns the recorder of security events (package
+// secevent) that writes to log and counts in this registry's
+// authd_security_events_total: for the services outside oauth that detect
+// one (a passkey's sign count regression).
+func (m *Metrics) SecurityEvents(log *slog.Logger) *secevent.Recorder {
+	return secevent.New(log, m.security)
 }

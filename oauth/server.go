@@ -14,6 +14,7 @@ import (
 	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/web/templates"
 )
@@ -33,6 +34,7 @@ type Server struct {
 	scopes   scopeWords
 	pages    *templates.Pages
 	metrics  *Metrics
+	security *secevent.Recorder // security events (log line and metric)
 	handler  http.Handler
 
 	// The token pipeline (token.go): client authentication, the grants,
@@ -116,6 +118,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		keys:         deps.Keys,
 		methods:      methods,
 	}
+	s.security = s.metrics.SecurityEvents(deps.Logger)
 	if deps.Passwords != nil {
 		s.metrics.watchPasswords(deps.Passwords)
 	}
@@ -130,7 +133,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.exchanger = &grantExchanger{provider: s.provider, store: deps.Store, sealKey: sealKey,
 		window: window, now: deps.Now, log: deps.Logger, afterCommit: deps.AfterExchangeCommit,
-		keys: deps.Keys, issuer: cfg.Issuer, idTokenTTL: cfg.IDTokenTTL, users: deps.Store}
+		keys: deps.Keys, issuer: cfg.Issuer, idTokenTTL: cfg.IDTokenTTL, users: deps.Store, security: s.security}
 	if deps.Cache != nil && !cfg.DisableReplay {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}

@@ -10,6 +10,7 @@ import (
 	"github.com/ory/fosite"
 
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -72,6 +73,9 @@ func (s *Server) userinfoDPoP(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.dpopResource.Verify(r.Context(), proofs[0], dpop.Request{Method: r.Method, URL: s.cfg.Issuer + pathUserinfo, AccessToken: token})
 	if err != nil {
+		if errors.Is(err, dpop.ErrProofReplayed) {
+			s.security.Record(r.Context(), secevent.Event{Kind: secevent.DPoPProofReplay, Source: clientIP(r)})
+		}
 		s.writeDPoPError(w, http.StatusUnauthorized, "invalid_dpop_proof", err.Error())
 		return
 	}

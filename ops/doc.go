@@ -10,6 +10,11 @@
 // SIGTERM). A dependency that is down is logged at most once per
 // [Config.WarnEvery] (10 s), however often the probe runs.
 //
+// For Redis, [RedisHealth] is the cache's Pinger: a PING through a Redis
+// Cluster client reaches one node and answered "ok" while a dead master's
+// slots failed every call, so it also asks every master, and reports the
+// calls' own failures of the last seconds.
+//
 // The package must never be mounted on the public listener: profiles expose
 // memory, and metrics describe traffic.
 package ops

@@ -62,6 +62,9 @@ type Readiness struct {
 	Status   string `json:"status"`   // ready, not_ready or draining
 	Database string `json:"database"` // ok or unavailable
 	Cache    string `json:"cache"`    // ok or degraded
+	// CacheError says what is failing while the cache is degraded (for a
+	// Redis Cluster, which master; see RedisHealth).
+	CacheError string `json:"cache_error,omitempty"`
 }
 
 // Server holds the readiness state. Create it with New; it is safe for
@@ -142,7 +145,7 @@ func (s *Server) Check(ctx context.Context) (int, Readiness) {
 		if err := s.ping(ctx, s.cfg.Cache); err != nil {
 			// The cache logs its own health (one warning per 10 s,
 			// exchangecache.RedisOptions.Logger): readiness only reports it.
-			r.Cache = StateDegraded
+			r.Cache, r.CacheError = StateDegraded, err.Error()
 			s.up.WithLabelValues("replay_cache").Set(0)
 		} else {
 			s.recovered(&s.cacheWarn, "replay cache (Redis) reachable again")

@@ -17,6 +17,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -53,18 +54,18 @@ func (s *Service) FinishLogin(ctx context.Context, binding string, answer []byte
 		return identity.User{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	resp := &parsed.Response
-	sd, err := s.take(ctx, resp.CollectedClientData.Challenge, kindLogin, "", binding)
+	// The ceremony is taken (single use) and the credential read with its
+	// user in one round trip.
+	c, p, u, err := s.store.TakeCeremonyPasskey(ctx, digest(resp.CollectedClientData.Challenge), s.opts.Now(), parsed.RawID)
+	sd, err := checkCeremony(c, err, kindLogin, "", binding)
 	if err != nil {
 		return identity.User{}, err
 	}
 	// Steps 5–6: the credential and its user. A removed credential, an
 	// unknown one and a disabled user get one answer.
-	p, u, err := s.store.GetPasskeyUser(ctx, parsed.RawID)
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
+	case p == nil:
 		return identity.User{}, ErrUnknown
-	case err != nil:
-		return identity.User{}, fmt.Errorf("passkey: get passkey: %w", err)
 	case u.Disabled, len(resp.UserHandle) > 0 && !bytes.Equal(resp.UserHandle, []byte(u.Subject)):
 		return identity.User{}, ErrUnknown
 	case !p.DisabledAt.IsZero():
@@ -105,6 +106,10 @@ func (s *Service) FinishLogin(ctx context.Context, binding string, answer []byte
 		return identity.User{}, ErrUnknown // removed or disabled meanwhile
 	case err != nil:
 		return identity.User{}, fmt.Errorf("passkey: record use: %w", err)
+	case use == storage.PasskeyCloned && s.opts.Security != nil:
+		s.opts.Security.Record(ctx, secevent.Event{Kind: secevent.SignCountRegression, Subject: u.Subject,
+			Credential: base64.RawURLEncoding.EncodeToString(p.ID)})
+		return identity.User{}, ErrCloned
 	case use == storage.PasskeyCloned:
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "audit", slog.String("what", AuditCloneSuspected),
 			slog.String("sub", u.Subject), slog.String("credential_id", base64.RawURLEncoding.EncodeToString(p.ID)),

@@ -19,6 +19,7 @@ import (
 	fositestorage "github.com/ory/fosite/storage"
 
 	"github.com/authd/authd/identity"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Security, when set, records a sign count that went backwards as the
+	// security event sign_count_regression (its one log line and its
+	// count) in place of the audit line; nil logs the audit line.
+	Security *secevent.Recorder
 }
 
 // Defaults.
@@ -182,6 +187,11 @@ func (s *Service) put(ctx context.Context, kind, subject, binding string, sd *we
 // subject and binding.
 func (s *Service) take(ctx context.Context, challenge, kind, subject, binding string) (*webauthn.SessionData, error) {
 	c, err := s.store.TakeCeremony(ctx, digest(challenge), s.opts.Now())
+	return checkCeremony(c, err, kind, subject, binding)
+}
+
+// checkCeremony checks a taken ceremony (or the error of taking it).
+func checkCeremony(c *storage.Ceremony, err error, kind, subject, binding string) (*webauthn.SessionData, error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, ErrCeremony
 	}

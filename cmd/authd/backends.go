@@ -18,6 +18,7 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/ops"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
@@ -73,7 +74,9 @@ func openCache(redisURL string, log *slog.Logger) (exchangecache.Cache, func(), 
 
 // openRedisStores opens the replay cache and the DPoP jti store (package
 // dpop, which fails open) on one Redis client, or both in memory. hooks are
-// added to the Redis client (authd serve: ops.RedisCounter).
+// added to the Redis client (authd serve: ops.RedisCounter). The Redis
+// cache's Ping is readiness's (ops.RedisHealth: every master of a Cluster,
+// and the calls' own failures).
 func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (exchangecache.Cache, dpop.ReplayStore, func(), error) {
 	if redisURL == "" || redisURL == "memory" {
 		return exchangecache.NewMemory(), dpop.NewMemory(), func() {}, nil
@@ -87,18 +90,25 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 	for _, h := range hooks {
 		client.AddHook(h)
 	}
+	health := ops.NewRedisHealth(client, 0)
+	client.AddHook(health)
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		client.AddHook(&clusterFollower{client: cluster, every: clusterReloadEvery})
+	}
 	// The replay cache's commands go through go-redis's automatic
 	// pipeliner: under load, concurrent exchanges share one write and one
 	// read instead of a round trip each (the replay fast path is one
 	// command, so its system calls were most of its cost). Each command
 	// still blocks its caller until its own reply, in order per caller.
+	// Its deferred face, whose Submit lets package rediscall stop waiting
+	// at the call's deadline.
 	//
 	// On a single node (or a Sentinel master) only: a Cluster's pipeliner keeps commands in order
 	// behind a node that stopped answering (found by the scale-out test:
 	// a refresh took 6–9 s while the cluster failed over).
 	var replay redis.Cmdable = client
 	if single, ok := client.(*redis.Client); ok {
-		ap, err := single.AutoPipelineWithOptions(&redis.AutoPipelineOptions{
+		ap, err := single.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{
 			// Each caller waits for its reply before its next command, so
 			// the batches need no order among them: a batch stuck on a
 			// slow reply does not hold up the next ones.
@@ -111,7 +121,25 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 		replay = ap
 	}
 	// The DPoP jti store (one SET NX per proof) shares the pipeliner.
-	return exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log}), dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
+	cache := exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log})
+	return healthyCache{Redis: cache, health: health}, dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
+}
+
+// healthyCache is the Redis replay cache whose Ping is ops.RedisHealth's:
+// /readyz and authd_dependency_up read it (startOps), and so does the
+// first ping at startup. A failure is logged by the cache's own warning,
+// so that readiness and exchanges share one warning per 10 s.
+type healthyCache struct {
+	*exchangecache.Redis
+	health *ops.RedisHealth
+}
+
+// Ping implements ops.Pinger.
+func (c healthyCache) Ping(ctx context.Context) error {
+	if err := c.health.Ping(ctx); err != nil {
+		return c.ReportFailure(err)
+	}
+	return nil
 }
 
 // parseRedisURL reads AUTHD_REDIS_URL into go-redis's universal options, so
@@ -122,19 +150,18 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 //	redis://host1:26379,host2:26379/0?master_name=m  Sentinel (master_name set)
 //	rediss://…                                       the same over TLS
 //
-// Every call is bounded and never retried, so a Redis that stops answering
-// cannot stall a login: the cache fails open. The bound is the read and
-// write timeouts, exchangecache.DefaultRedisTimeout (150 ms), on the
-// automatic pipeliner of a single node or a Sentinel master (both are a
-// *redis.Client), which ignores per-command contexts; on a Cluster client
-// also the call's context (ContextTimeoutEnabled). A call that finds its
-// connection closed by an earlier timeout redials, and the new
-// connection's handshake has the same bound: about 150 ms for the first
-// call to a stalled Redis, 300 ms for the next ones (TestServeRedisCallsBounded).
-// A Redis that refuses connections costs go-redis's dial retries (about
-// 0.8 s a call, more when packets are dropped) until its pool has failed
-// PoolSize dials (10 per core); the pool then fails at once and probes
-// once a second, as before.
+// These are the client's options in one place. Every call is bounded and
+// never retried, so a Redis that refuses, stalls, drops packets or cannot
+// be resolved cannot stall a login: the cache fails open. The bound,
+// exchangecache.DefaultRedisTimeout (150 ms), is the call's context, which
+// package rediscall honours on the automatic pipeliner too (it stops
+// waiting at the deadline). Underneath, each step of go-redis is bounded
+// by the same figure so that work abandoned at the deadline also ends
+// there: one dial attempt (DialerRetries 1: go-redis's default is 5
+// attempts 100 ms apart, which made each call against a refusing Redis
+// take 0.43 s and a token request of several calls up to 1.7 s), the wait
+// for a pooled connection, and each read and write.
+// TestServeRedisRefusedBounded and TestServeRedisCallsBounded measure it.
 func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -150,7 +177,9 @@ func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 		Addrs:                 strings.Split(u.Host, ","),
 		MasterName:            u.Query().Get("master_name"),
 		ContextTimeoutEnabled: true,
-		DialTimeout:           500 * time.Millisecond,
+		DialTimeout:           exchangecache.DefaultRedisTimeout,
+		DialerRetries:         1,
+		PoolTimeout:           exchangecache.DefaultRedisTimeout,
 		ReadTimeout:           exchangecache.DefaultRedisTimeout,
 		WriteTimeout:          exchangecache.DefaultRedisTimeout,
 		MaxRetries:            -1,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/authd/authd/passkey"
 	"github.com/authd/authd/revocation"
+	"github.com/authd/authd/secevent"
 	"github.com/authd/authd/storage"
 )
 
@@ -47,7 +48,7 @@ type passkeyStore struct {
 // newPasskeys builds the passkey service, or nil (with the warning logged
 // once) when passkeys are off: an IP-address issuer without
 // AUTHD_WEBAUTHN_RP_ID, or a backend without passkey tables.
-func newPasskeys(c config, issuer string, backend storage.Store, revoking revocation.Store, log *slog.Logger) (*passkey.Service, error) {
+func newPasskeys(c config, issuer string, backend storage.Store, revoking revocation.Store, log *slog.Logger, security *secevent.Recorder) (*passkey.Service, error) {
 	rp, err := c.passkeys.relyingParty(issuer, c.Addr)
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -61,5 +62,5 @@ func newPasskeys(c config, issuer string, backend storage.Store, revoking revoca
 		log.Warn("passkeys are off: the store has no passkey tables")
 		return nil, nil
 	}
-	return passkey.New(rp, passkeyStore{PasskeyStore: ps, Store: revoking}, passkey.Options{Logger: log})
+	return passkey.New(rp, passkeyStore{PasskeyStore: ps, Store: revoking}, passkey.Options{Logger: log, Security: security})
 }

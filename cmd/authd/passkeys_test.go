@@ -19,7 +19,7 @@ func TestPasskeySettings(t *testing.T) {
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	c := config{Addr: "127.0.0.1:8080"}
-	svc, err := newPasskeys(c, "http://127.0.0.1:8080", store, revocation.Store{Store: store}, logger)
+	svc, err := newPasskeys(c, "http://127.0.0.1:8080", store, revocation.Store{Store: store}, logger, nil)
 	if err != nil || svc != nil {
 		t.Fatalf("IP issuer: %v, %v", svc, err)
 	}
@@ -27,11 +27,11 @@ func TestPasskeySettings(t *testing.T) {
 		t.Fatalf("IP issuer: %d warnings: %s", n, log.String())
 	}
 	c.passkeys.RPID = "localhost"
-	if _, err := newPasskeys(c, "http://127.0.0.1:8080", store, revocation.Store{Store: store}, logger); err == nil {
+	if _, err := newPasskeys(c, "http://127.0.0.1:8080", store, revocation.Store{Store: store}, logger, nil); err == nil {
 		t.Fatal("RP ID localhost for an IP issuer: no error")
 	}
 	c.passkeys = passkeyConfig{RPID: "example.com", AppleAppIDs: "ABCDE12345.com.example.app"}
-	svc, err = newPasskeys(c, "https://id.example.com", store, revocation.Store{Store: store}, logger)
+	svc, err = newPasskeys(c, "https://id.example.com", store, revocation.Store{Store: store}, logger, nil)
 	if err != nil || svc == nil || svc.RelyingParty().RPID != "example.com" {
 		t.Fatalf("domain issuer: %v, %v", svc, err)
 	}

@@ -525,7 +525,8 @@ func (r *scaleRun) iteration(worker, n int) {
 }
 
 // TestScaleOut: three authd serve processes share one PostgreSQL schema
-// and a three-node Redis Cluster behind a round-robin proxy. Several
+// and a Redis Cluster of three masters and three replicas behind a
+// round-robin proxy. Several
 // workers sign in, exchange codes (each exchange retried on another
 // replica), refresh (retried too) and revoke. Midway one Redis node and
 // one authd are killed with SIGKILL, and PostgreSQL is cut off for two
@@ -545,7 +546,9 @@ func (r *scaleRun) iteration(worker, n int) {
 // are logged.
 func TestScaleOut(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	nodes := redistest.StartCluster(t)
+	// Masters with replicas: the killed master's replica is promoted
+	// mid-run, and the processes must follow it.
+	nodes, _ := redistest.StartReplicatedCluster(t)
 	bin := janitorTestBinary(t)
 
 	pool, err := pgxpool.New(context.Background(), dsn)
@@ -553,18 +556,8 @@ func TestScaleOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := postgres.New(pool)
 	ctx := t.Context()
-	hash, _ := bcrypt.GenerateFromPassword([]byte(scalePassword), bcrypt.MinCost)
-	if err := store.CreateUser(ctx, &storage.User{Username: scaleUser, PasswordHash: hash, CreatedAt: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.CreateClient(ctx, &storage.Client{ID: scaleClient, RedirectURIs: []string{scaleRedirect},
-		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
-		Scopes: []string{"openid", "offline_access"}, TokenEndpointAuthMethod: "none", SkipConsent: true,
-		CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	seedScale(t, pool)
 
 	// PostgreSQL through a TCP proxy the test can cut (the machine's
 	// PostgreSQL is shared: it is never restarted).
@@ -915,4 +908,20 @@ func sortedCounts(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// seedScale adds the workload's user and public client to the schema.
+func seedScale(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	store := postgres.New(pool)
+	hash, _ := bcrypt.GenerateFromPassword([]byte(scalePassword), bcrypt.MinCost)
+	if err := store.CreateUser(t.Context(), &storage.User{Username: scaleUser, PasswordHash: hash, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.CreateClient(t.Context(), &storage.Client{ID: scaleClient, RedirectURIs: []string{scaleRedirect},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
+		Scopes: []string{"openid", "offline_access"}, TokenEndpointAuthMethod: "none", SkipConsent: true,
+		CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -89,7 +89,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	}
 	// The sign-in methods, in the login page's order.
 	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Budgets: budgets, Logger: log})}
-	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log) // passkeys.go
+	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log, metrics.SecurityEvents(log)) // passkeys.go
 	if err != nil {
 		return nil, nil, err
 	}

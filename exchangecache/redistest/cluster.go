@@ -15,7 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ClusterNode is one master of a Redis Cluster started by [StartCluster].
+// ClusterNode is one node of a Redis Cluster started by [StartCluster] or
+// [StartReplicatedCluster].
 type ClusterNode struct {
 	// Addr is the node's client address, 127.0.0.1:port.
 	Addr string
@@ -39,6 +40,21 @@ const ClusterNodeTimeout = 3 * time.Second
 // (or fails it when backends are required, as in CI).
 func StartCluster(t testing.TB) []ClusterNode {
 	t.Helper()
+	masters, _ := startCluster(t, false)
+	return masters
+}
+
+// StartReplicatedCluster is StartCluster with a replica for each master:
+// six nodes, replicas[i] replicating masters[i] (CLUSTER REPLICATE) and in
+// sync with it when StartReplicatedCluster returns. Kill a master and,
+// after ClusterNodeTimeout and an election, its replica is promoted
+// (WaitPromoted).
+func StartReplicatedCluster(t testing.TB) (masters, replicas []ClusterNode) {
+	t.Helper()
+	return startCluster(t, true)
+}
+
+func startCluster(t testing.TB, withReplicas bool) (masters, replicas []ClusterNode) {
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
 		skipOrFail(t, "redis-server is not on PATH; install it to run tests that start a Redis Cluster")
@@ -48,8 +64,12 @@ func StartCluster(t testing.TB) []ClusterNode {
 		skipOrFail(t, "redis-cli is not on PATH; install it (it comes with redis-server) to run tests that start a Redis Cluster")
 	}
 	dir := t.TempDir()
-	nodes := make([]ClusterNode, 0, 3)
-	for i := range 3 {
+	n := 3
+	if withReplicas {
+		n = 6
+	}
+	nodes := make([]ClusterNode, 0, n)
+	for i := range n {
 		var lastErr error
 		for range 5 { // a free port may be taken between probing and binding
 			port, err := clusterPort()
@@ -61,6 +81,7 @@ func StartCluster(t testing.TB) []ClusterNode {
 				"--cluster-enabled", "yes",
 				"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
 				"--cluster-node-timeout", strconv.Itoa(int(ClusterNodeTimeout/time.Millisecond)),
+				"--repl-diskless-sync-delay", "0", // a replica syncs at once
 			)
 			if err != nil {
 				lastErr = err
@@ -75,22 +96,97 @@ func StartCluster(t testing.TB) []ClusterNode {
 			t.Fatalf("redistest: start cluster node %d: %v", i, lastErr)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	masters, replicas = nodes[:3], nodes[3:]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	args := []string{"--cluster", "create"}
-	for _, n := range nodes {
+	for _, n := range masters {
 		args = append(args, n.Addr)
 	}
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	for _, n := range nodes {
-		if err := waitClusterOK(ctx, n.Addr); err != nil {
+	for _, n := range masters {
+		if err := waitClusterOK(ctx, n.Addr, 3); err != nil {
 			t.Fatalf("redistest: cluster node %s: %v", n.Addr, err)
 		}
 	}
-	return nodes
+	if !withReplicas {
+		return masters, nil
+	}
+	// Each replica meets the cluster and replicates its master: explicit,
+	// so that replicas[i] belongs to masters[i].
+	for i, r := range replicas {
+		if err := replicate(ctx, r.Addr, masters[i].Addr); err != nil {
+			t.Fatalf("redistest: replica %s of %s: %v", r.Addr, masters[i].Addr, err)
+		}
+	}
+	for _, n := range nodes {
+		if err := waitClusterOK(ctx, n.Addr, 6); err != nil {
+			t.Fatalf("redistest: cluster node %s: %v", n.Addr, err)
+		}
+	}
+	return masters, replicas
+}
+
+// replicate makes the node at addr a replica of the master at master and
+// waits until its replication link is up.
+func replicate(ctx context.Context, addr, master string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	m := redis.NewClient(&redis.Options{Addr: master, MaxRetries: -1, DialTimeout: time.Second})
+	defer m.Close()
+	id, err := m.ClusterMyID(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("CLUSTER MYID: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(master)
+	p, _ := strconv.Atoi(port)
+	if err := c.ClusterMeet(ctx, host, strconv.Itoa(p)).Err(); err != nil {
+		return fmt.Errorf("CLUSTER MEET: %w", err)
+	}
+	// The replica must know the master before it can replicate it; once
+	// it does, REPLICATE is sent once (again would restart the sync).
+	var last error
+	replicating := false
+	for {
+		if !replicating {
+			if last = c.Do(ctx, "CLUSTER", "REPLICATE", id).Err(); last == nil {
+				replicating = true
+			}
+		}
+		if replicating {
+			info, err := c.Info(ctx, "replication").Result()
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				return nil
+			}
+			last = fmt.Errorf("replication link not up yet (%v)", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not replicating: %v", last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitPromoted waits (bounded by ctx) until the node at addr reports
+// role:master, and returns when it first saw it so.
+func WaitPromoted(ctx context.Context, addr string) (time.Time, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "role:master") {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("redistest: %s not promoted: %w", addr, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // clusterPort picks a port p in 20000–44999 such that p and its cluster
@@ -119,15 +215,15 @@ func free(port int) bool {
 }
 
 // waitClusterOK polls CLUSTER INFO on addr until it reports
-// cluster_state:ok with three known nodes and every slot assigned.
-func waitClusterOK(ctx context.Context, addr string) error {
+// cluster_state:ok with known nodes and every slot assigned.
+func waitClusterOK(ctx context.Context, addr string, known int) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	var last string
 	for {
 		info, err := c.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") &&
-			strings.Contains(info, "cluster_known_nodes:3") && strings.Contains(info, "cluster_slots_assigned:16384") {
+			strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d\r", known)) && strings.Contains(info, "cluster_slots_assigned:16384") {
 			return nil
 		}
 		if err != nil {

@@ -51,3 +51,28 @@ func TestStartCluster(t *testing.T) {
 		t.Fatalf("after killing one node: %d keys readable, %d not; want some of each", ok, failed)
 	}
 }
+
+// TestStartReplicatedCluster: six nodes, each replica in sync with its
+// master; a killed master's replica is promoted.
+func TestStartReplicatedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six redis-server processes and waits for a failover (-short)")
+	}
+	start := time.Now()
+	masters, replicas := redistest.StartReplicatedCluster(t)
+	t.Logf("cluster of 3 masters and 3 replicas up in %s", time.Since(start))
+	c := redis.NewClient(&redis.Options{Addr: replicas[1].Addr})
+	defer c.Close()
+	if role, err := c.Do(t.Context(), "ROLE").Slice(); err != nil || role[0] != "slave" {
+		t.Fatalf("replica 1 ROLE: %v, %v", role, err)
+	}
+	masters[1].Kill()
+	killed := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	at, err := redistest.WaitPromoted(ctx, replicas[1].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica promoted %s after the kill (cluster-node-timeout %s)", at.Sub(killed).Round(time.Millisecond), redistest.ClusterNodeTimeout)
+}

@@ -79,7 +79,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 			pk, err = passkey.New(rp, struct {
 				storage.PasskeyStore
 				revocation.Store
-			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now})
+			}{ps, revoking}, passkey.Options{Logger: deps.Logger, Now: deps.Now, Security: deps.Metrics.SecurityEvents(deps.Logger)})
 			if err != nil {
 				return nil, err
 			}
