@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/passkey"
@@ -56,6 +57,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Issuer is authd's issuer, for the redirect_uri /admin/providers
+	// shows. The providers are served when Store keeps them
+	// (federation.AdminStore).
+	Issuer string
 }
 
 // API is the admin HTTP API. It is safe for concurrent use.
@@ -66,6 +71,9 @@ type API struct {
 	passkeys *passkey.Admin // nil: passkeys are off
 	log      *slog.Logger
 	handler  http.Handler
+	// providers are the upstream providers' operations; nil when the
+	// store keeps none.
+	providers *federation.Admin
 }
 
 // New returns the API over a clientadmin.Service and an identity.Admin
@@ -98,6 +106,9 @@ func New(cfg Config) (*API, error) {
 	}
 	a.svc = svc
 	a.users = identity.NewAdmin(cfg.People, keys)
+	if ps, ok := cfg.Store.(federation.AdminStore); ok {
+		a.providers = federation.NewAdmin(cfg.Secret, cfg.Issuer, ps, keys, a.log)
+	}
 	if cfg.Passkeys != nil {
 		a.passkeys = passkey.NewAdmin(cfg.Passkeys, keys)
 	}
@@ -126,6 +137,8 @@ func (a *API) Route(path string) string {
 		return pathClients
 	case isUsersPath(path):
 		return pathUsers
+	case isProvidersPath(path):
+		return pathProviders
 	}
 	return ""
 }
@@ -169,9 +182,17 @@ func (a *API) routes() http.Handler {
 	r.Handle(pathClients+"/{id}", a.authenticated(a.handleDelete)).Methods(http.MethodDelete)
 	r.Handle(pathClients+"/{id}/secret", a.authenticated(a.handleRotate)).Methods(http.MethodPost)
 	users := a.userRoutes()
+	var providers http.Handler
+	if a.providers != nil {
+		providers = a.providerRoutes()
+	}
 	return limitBody(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if isUsersPath(req.URL.Path) {
 			users.ServeHTTP(w, req)
+			return
+		}
+		if providers != nil && isProvidersPath(req.URL.Path) {
+			providers.ServeHTTP(w, req)
 			return
 		}
 		r.ServeHTTP(w, req)
@@ -336,7 +357,7 @@ func limitBody(next http.Handler) http.Handler {
 // bodyErrorCode is the error code of a bad request body on path: RFC 7591
 // §3.2.2's invalid_client_metadata for clients, invalid_request for users.
 func bodyErrorCode(path string) string {
-	if isUsersPath(path) {
+	if isUsersPath(path) || isProvidersPath(path) {
 		return clientadmin.ErrInvalidRequest.Code
 	}
 	return clientadmin.ErrInvalidMetadata.Code

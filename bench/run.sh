@@ -44,7 +44,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login passkey sso sso-https sso-consent exchange burst exchange-dpop replay replay-dpop refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login passkey sso sso-https sso-consent exchange burst exchange-dpop token-exchange replay replay-dpop refresh introspect client-credentials}
 BURST=${BENCH_BURST:-200}
 BURST_CONCURRENCY=${BENCH_BURST_CONCURRENCY:-16}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
@@ -80,10 +80,12 @@ if [ -n "${BENCH_AUTHBENCH:-}" ]; then cp "$BENCH_AUTHBENCH" "$work/authbench"; 
 # Ports free now (authd, its operations listener, the HTTP ceiling): never
 # someone else's server. Should another process take one before it is bound,
 # the server checks below (and in every run) say so.
-mapfile -t ports < <("$work/authbench" free-port -n 3)
+mapfile -t ports < <("$work/authbench" free-port -n 4)
 ADDR=127.0.0.1:${ports[0]}
 OPS_ADDR=127.0.0.1:${ports[1]}
 CEIL_ADDR=127.0.0.1:${ports[2]}
+# The upstream OpenID provider authbench serves in the token-exchange mode.
+UPSTREAM_ADDR=127.0.0.1:${ports[3]}
 METRICS_URL=http://$OPS_ADDR/metrics
 
 log "fresh database $db, Redis database $REDIS_DB"
@@ -134,7 +136,19 @@ EOF
 )
 service=$(printf '%s' "$svc_json" | client_id)
 service_secret=$(printf '%s' "$svc_json" | sed -n 's/.*"client_secret": *"\([^"]*\)".*/\1/p')
-[ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] || { echo "client registration failed" >&2; exit 1; }
+# The native app of the token-exchange mode (RFC 8693) and its provider:
+# authbench serves the provider's discovery and keys on $UPSTREAM_ADDR.
+native=$("$work/authd" clients add <<'EOF' | client_id
+{"client_name": "authbench (native sign-in)", "redirect_uris": ["dev.authd.authbench:/callback"],
+ "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"],
+ "response_types": ["code"], "scope": "openid offline_access email", "id_token_signed_response_alg": "ES256"}
+EOF
+)
+"$work/authd" providers add >/dev/null <<EOF
+{"id": "bench", "kind": "oidc", "issuer": "http://$UPSTREAM_ADDR", "client_id": "authbench", "display_name": "authbench",
+ "native_audiences": ["dev.authd.authbench"]}
+EOF
+[ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] && [ -n "$native" ] || { echo "client registration failed" >&2; exit 1; }
 
 log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL)"
 "$work/authd" serve 2>"$work/authd.log" &
@@ -213,6 +227,17 @@ run_mode() {
 		# once per browser before the timed phase, then silent codes
 		# (https redirect) and an ID token checked per iteration.
 		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode sso-consent -redirect-uri https://authbench.example/callback -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$third" ;;
+	passkey)
+		# A user of its own per run: once a user has a passkey, a password
+		# sign-in asks for it as the second factor (the other modes keep
+		# "bench", and a second passkey run cannot enrol with a password).
+		local pkuser="bench-passkey-$c-$RANDOM"
+		printf '%s\n' "$password" | "$work/authd" users add "$pkuser" >&2
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode passkey -user "$pkuser" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	token-exchange)
+		# The native sign-in: a fresh provider ID token per iteration
+		# (ES256, signed by authbench as the upstream), exchanged once.
+		bench "$m" "$c" -mode token-exchange -upstream-listen "$UPSTREAM_ADDR" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$native" ;;
 	burst)
 		# Exchanges for half the duration, then $BURST password
 		# sign-ins at once beside them (until they have finished).
@@ -246,10 +271,10 @@ for c in $CONCURRENCY; do
 	for m in replay replay-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
 	if has_mode replay || has_mode replay-dpop; then http_ceiling after "$c"; fi
 	db_ceiling before "$c"
-	for m in exchange exchange-dpop; do has_mode "$m" && run_mode "$m" "$c"; done
-	if has_mode exchange || has_mode exchange-dpop; then db_ceiling after "$c"; fi
+	for m in exchange exchange-dpop token-exchange; do has_mode "$m" && run_mode "$m" "$c"; done
+	if has_mode exchange || has_mode exchange-dpop || has_mode token-exchange; then db_ceiling after "$c"; fi
 	for m in $MODES; do
-		case $m in replay | replay-dpop | exchange | exchange-dpop) continue ;; esac
+		case $m in replay | replay-dpop | exchange | exchange-dpop | token-exchange) continue ;; esac
 		run_mode "$m" "$c"
 	done
 done

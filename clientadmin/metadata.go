@@ -324,11 +324,14 @@ func validateMetadata(m *ClientMetadata) error {
 	for _, g := range m.GrantTypes {
 		switch g {
 		case "authorization_code", "refresh_token":
+		case "urn:ietf:params:oauth:grant-type:token-exchange":
+			// RFC 8693: the native sign-in with a provider's ID token
+			// (issue 25), for public (native) clients too.
 		case "client_credentials":
 			// Public clients cannot authenticate, so they are code +
 			// refresh only (RFC 8252 §8.5, RFC 9700 §2.5).
 			if m.TokenEndpointAuthMethod == "none" {
-				return invalidMetadata("public clients (token_endpoint_auth_method none) may use only authorization_code and refresh_token")
+				return invalidMetadata("public clients (token_endpoint_auth_method none) may use only authorization_code, refresh_token and token exchange")
 			}
 		default:
 			return invalidMetadata("grant type %q is not supported", g)
@@ -344,7 +347,8 @@ func validateMetadata(m *ClientMetadata) error {
 	if slices.Contains(m.GrantTypes, "authorization_code") != slices.Contains(m.ResponseTypes, "code") {
 		return invalidMetadata("grant_types and response_types disagree: authorization_code requires response type code and vice versa (RFC 7591 §2.1)")
 	}
-	if slices.Contains(m.GrantTypes, "refresh_token") && !slices.Contains(m.GrantTypes, "authorization_code") {
+	if slices.Contains(m.GrantTypes, "refresh_token") && !slices.Contains(m.GrantTypes, "authorization_code") &&
+		!slices.Contains(m.GrantTypes, "urn:ietf:params:oauth:grant-type:token-exchange") {
 		return invalidMetadata("grant type refresh_token needs a grant that issues refresh tokens: authorization_code (RFC 7591 §2.1)")
 	}
 	if m.Scope == "" {

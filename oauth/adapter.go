@@ -50,6 +50,8 @@ type errGrantUsed struct {
 	requestID string
 	subject   string // the grant's user, where the read gave it
 	refresh   bool
+	// subjectToken: a provider ID token already exchanged (RFC 8693).
+	subjectToken bool
 	// granted is the scope granted to the refresh token (refresh only,
 	// when read): a retry asking for more is invalid_scope, not reuse.
 	granted []string

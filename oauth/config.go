@@ -10,6 +10,7 @@ import (
 
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
 	"github.com/authd/authd/password"
@@ -170,6 +171,10 @@ type Deps struct {
 	// answer sent. It exists for crash tests (cmd/authd built with the
 	// authd_faults tag kills itself there); leave it nil.
 	AfterExchangeCommit func()
+	// Federation is the live set of upstream providers (package
+	// federation): the native token exchange (RFC 8693) and the login
+	// page's provider buttons; nil offers neither.
+	Federation *federation.Registry
 }
 
 // DPoPVerifiers are the server's DPoP proof verifiers (package dpop), on

@@ -78,7 +78,7 @@ func (s *Server) metadataDocument() metadata {
 		ScopesSupported:                    []string{"openid", "offline_access", "profile", "email"},
 		ResponseTypesSupported:             []string{"code"},
 		ResponseModesSupported:             []string{"query"},
-		GrantTypesSupported:                []string{"authorization_code", "refresh_token", "client_credentials"},
+		GrantTypesSupported:                s.grantTypesSupported(),
 		SubjectTypesSupported:              []string{"public"},
 		IDTokenSigningAlgValuesSupported:   []string{"RS256", "ES256"},
 		TokenEndpointAuthMethodsSupported:  []string{"client_secret_basic", "client_secret_post", "none"},

@@ -57,6 +57,9 @@ type tokenBody struct {
 	// granted scope includes openid. It is sealed with the rest, so a
 	// replay returns the same ID token byte for byte.
 	IDToken string `json:"id_token,omitempty"`
+	// IssuedTokenType is RFC 8693 §2.2.1's, for the token exchange grant
+	// only; not sealed (it follows from the grant).
+	IssuedTokenType string `json:"issued_token_type,omitempty"`
 }
 
 // exchangeStore is what grantExchanger needs of storage.
@@ -239,6 +242,9 @@ func (x *grantExchanger) redeemed(ctx context.Context, req *tokenRequest, err er
 		if a != nil || rerr != nil {
 			return a, rerr
 		}
+	}
+	if used.subjectToken {
+		return nil, errSubjectTokenUsed // nothing to revoke: it is the user's own sign-in
 	}
 	// A refresh token whose whole family is inactive was revoked (RFC
 	// 7009, sign-out, or an earlier reuse detection): say so, and there is

@@ -346,6 +346,11 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signe
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}
+	if d.Providers, err = s.linkedProviders(r, cur.user.Subject); err != nil {
+		s.log.Error("list linked providers", "error", err)
+		s.renderError(w, http.StatusInternalServerError, "Your sign-in providers could not be listed.", "Please try again in a moment.")
+		return
+	}
 	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil {
 		s.log.Error("list passkeys", "error", err)
 	}

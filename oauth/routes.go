@@ -63,7 +63,12 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
 	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
 	// The sign-in methods' own routes, under /signin/NAME/ (signin.go).
-	s.mountMethods(func(method, path string, h http.Handler) {
+	s.mountMethods(func(method, path string, h http.Handler, crossSite bool) {
+		if crossSite {
+			// A provider's form_post callback (signin.Route.CrossSite):
+			// the method binds it to the browser by its state and cookie.
+			cop.AddInsecureBypassPattern(method + " " + path)
+		}
 		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
 	})
 	s.passkeyRoutes(r, html) // passkeys.go

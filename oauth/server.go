@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/limits"
 	"github.com/authd/authd/secevent"
@@ -62,7 +63,8 @@ type Server struct {
 	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
 	passkeys    Passkeys        // the account page's passkeys (MountPasskeys); nil: none
 	// accounts are the self-service pages (MountAccounts); nil: none.
-	accounts AccountPages
+	accounts   AccountPages
+	federation *federation.Registry // upstream providers (Deps.Federation); nil: none
 }
 
 // New validates cfg, applies defaults and assembles a Server from the
@@ -128,6 +130,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.clientAuth = &clientAuthenticator{clients: deps.Store, hasher: s.hasher}
 	s.provider = newProvider(cfg, deps.Store, s.clientAuth, deps.Now)
 	s.grants = s.provider.grants()
+	s.enableTokenExchange(deps.Federation)
 	sealKey := deriveKey(cfg.Secret, "replay-cache")
 	window := cfg.ReplayWindow
 	if cfg.DisableReplay {

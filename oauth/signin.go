@@ -66,7 +66,7 @@ func newMethodSet(ms []signin.Method) (methodSet, error) {
 
 // mountMethods adds the routes of the methods that have some (signin.Mounter)
 // under /signin/NAME/; handle puts each behind the pages' middleware.
-func (s *Server) mountMethods(handle func(method, path string, h http.Handler)) {
+func (s *Server) mountMethods(handle func(method, path string, h http.Handler, crossSite bool)) {
 	for _, m := range s.methods.list {
 		mt, ok := m.(signin.Mounter)
 		if !ok {
@@ -75,7 +75,7 @@ func (s *Server) mountMethods(handle func(method, path string, h http.Handler)) 
 		for _, rt := range mt.Routes(methodFlow{s: s, method: m.Name()}) {
 			p := pathSignIn + m.Name() + "/" + strings.TrimPrefix(rt.Path, "/")
 			s.methods.routes[p] = true
-			handle(rt.Method, p, rt.Handler)
+			handle(rt.Method, p, rt.Handler, rt.CrossSite)
 		}
 	}
 }

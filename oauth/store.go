@@ -2,12 +2,14 @@ package oauth
 
 import (
 	"context"
+	"time"
 
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/handler/pkce"
 	fositestorage "github.com/ory/fosite/storage"
 
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/storage"
 )
 
@@ -33,4 +35,12 @@ type Store interface {
 	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
 	// The claims of ID tokens and UserInfo.
 	GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
+	// The native sign-in (grant_token_exchange.go): consuming a provider
+	// ID token and linking its identity to a user, in the exchange's
+	// transaction.
+	federation.LinkStore
+	ConsumeSubjectToken(ctx context.Context, key string, expiresAt time.Time) (bool, error)
+	// The account page's linked providers (account.go).
+	ListFederatedIdentities(ctx context.Context, subject string) ([]*storage.FederatedIdentity, error)
+	UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error
 }

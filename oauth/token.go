@@ -91,6 +91,15 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	if err := g.check(ctx, r.PostForm); err != nil {
 		return nil, err
 	}
+	if v, ok := g.(interface {
+		verify(context.Context, fosite.Client, url.Values) (context.Context, error)
+	}); ok {
+		// A grant whose proof is verified before storage is read (a
+		// provider's ID token, grant_token_exchange.go).
+		if ctx, err = v.verify(ctx, client, r.PostForm); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {
 		return nil, err
 	}
@@ -104,6 +113,12 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	a, err := s.exchanger.exchange(withClient(ctx, client), req)
 	if client.IsPublic() {
 		s.settlePublicClient(ctx, r, client, err)
+	}
+	if name == grantTokenExchange {
+		s.afterTokenExchange(ctx, a, err)
+		if err == nil {
+			a.body.IssuedTokenType = tokenTypeAccessToken // RFC 8693 §2.2.1
+		}
 	}
 	return a, err
 }

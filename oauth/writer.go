@@ -100,7 +100,7 @@ func (b *tokenBody) appendJSON(dst []byte) []byte {
 	dst = appendJSONString(dst, b.TokenType)
 	dst = append(dst, `,"expires_in":`...)
 	dst = strconv.AppendInt(dst, b.ExpiresIn, 10)
-	for _, f := range [...]struct{ name, v string }{{`,"scope":`, b.Scope}, {`,"refresh_token":`, b.RefreshToken}, {`,"id_token":`, b.IDToken}} {
+	for _, f := range [...]struct{ name, v string }{{`,"scope":`, b.Scope}, {`,"refresh_token":`, b.RefreshToken}, {`,"id_token":`, b.IDToken}, {`,"issued_token_type":`, b.IssuedTokenType}} {
 		if f.v != "" {
 			dst = append(dst, f.name...)
 			dst = appendJSONString(dst, f.v)
@@ -113,7 +113,7 @@ func (b *tokenBody) appendJSON(dst []byte) []byte {
 // escaping (tokens never do), so that one allocation holds the body.
 func (b *tokenBody) jsonSize() int {
 	const fixed = len(`{"access_token":"","token_type":"","expires_in":,"scope":"","refresh_token":"","id_token":""}`+"\n") + 20
-	return fixed + len(b.AccessToken) + len(b.TokenType) + len(b.Scope) + len(b.RefreshToken) + len(b.IDToken)
+	return fixed + len(b.AccessToken) + len(b.TokenType) + len(b.Scope) + len(b.RefreshToken) + len(b.IDToken) + len(b.IssuedTokenType) + len(`,"issued_token_type":""`)
 }
 
 // appendJSONString appends s as a JSON string exactly as encoding/json

@@ -69,6 +69,11 @@ type Route struct {
 	Method  string // "GET", "POST"
 	Path    string // e.g. "options", "callback"
 	Handler http.Handler
+	// CrossSite lets a cross-site POST through the pages' cross-origin
+	// protection for this route only: a provider's response_mode=form_post
+	// callback (Sign in with Apple). Its handler must bind the request to
+	// the browser itself (its state and cookie).
+	CrossSite bool
 }
 
 // Flow is what the authorization flow offers a method's own routes: a

@@ -194,6 +194,13 @@ const (
 	// CleanupReplayRecords deletes durable replay records whose window
 	// closed (docs/architecture.md, "The exchange").
 	CleanupReplayRecords = "replay_records"
+	// CleanupFederationExchanges deletes the marks of provider ID tokens
+	// exchanged natively once the tokens expired (they could not be
+	// presented again anyway).
+	CleanupFederationExchanges = "federation_exchanges"
+	// CleanupFederationLogins deletes browser sign-ins at a provider that
+	// were never finished.
+	CleanupFederationLogins = "federation_logins"
 	// CleanupAccountFlows deletes pending self-service steps (sign-ups,
 	// recoveries, email changes) that expired, used or not.
 	CleanupAccountFlows = "account_flows"

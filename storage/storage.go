@@ -256,6 +256,7 @@ type Store interface {
 	Batcher
 	SigningKeyStore
 	PARStore
+	ProviderStore
 	LogoutStore
 	FactorStore
 }

@@ -56,6 +56,10 @@ type options struct {
 	MintTime     time.Duration
 	// Burst is how many password sign-ins the burst mode starts at once.
 	Burst int
+	// UpstreamListen and NativeAudience: the token-exchange mode's
+	// provider (federation.go).
+	UpstreamListen string
+	NativeAudience string
 }
 
 // loadFlags registers the flags every load run has.
@@ -86,6 +90,8 @@ func (o *options) clientFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Pool, "pool", 0, "replay/introspect: distinct codes or tokens cycled through (default: -c)")
 	fs.DurationVar(&o.MintTime, "mint-time", 0, "exchange: how long to mint codes ahead when -n is not given (default: -d)")
 	fs.IntVar(&o.Burst, "burst", 200, "burst: password sign-ins started at once, halfway through -d")
+	fs.StringVar(&o.UpstreamListen, "upstream-listen", "", "token-exchange: host:port on which authbench serves the upstream provider (its issuer is http://HOST:PORT)")
+	fs.StringVar(&o.NativeAudience, "native-audience", "dev.authd.authbench", "token-exchange: the aud of the provider ID tokens (one of the provider's native_audiences)")
 }
 
 func (o *options) validate() error {
@@ -174,6 +180,7 @@ type runner struct {
 	prepStatus string
 	oidc       *oidcState  // sso-consent
 	burst      *burstState // burst
+	fed        *fedState   // token-exchange
 }
 
 // worker is one sequential client.

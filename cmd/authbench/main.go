@@ -76,6 +76,8 @@ Modes:
                       consent remembered (allowed once per browser, not timed) → token →
                       ID token checked (nonce, aud, iss, exp, ES256/RS256 signature)
   exchange            token exchange only; codes minted ahead in the same run (not timed)
+  token-exchange      RFC 8693 exchanges of fresh provider ID tokens (the native sign-in);
+                      authbench serves the provider on -upstream-listen
   burst               exchanges as in "exchange" for half of -d, then -burst password
                       sign-ins (login flows) at once while the exchanges go on; reports
                       the exchange p99 before and during the burst and their ratio
@@ -120,7 +122,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stderr, usage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.Mode, "mode", "", "login, passkey, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
+	fs.StringVar(&o.Mode, "mode", "", "login, passkey, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
 	o.loadFlags(fs)
 	o.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -131,7 +133,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m, ok := modes[o.Mode]
 	if !ok {
-		return usagef("-mode: %q is not one of login, passkey, sso, sso-consent, exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
+		return usagef("-mode: %q is not one of login, passkey, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
 	}
 	if err := o.validate(); err != nil {
 		return err

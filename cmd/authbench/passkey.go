@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html"
 	"net/http"
@@ -70,23 +69,26 @@ func preparePasskeys(ctx context.Context, r *runner) error {
 	}
 	passkeys = passkeyState{auth: &passkeytest.Authenticator{Origin: u.Scheme + "://" + u.Host}, creds: map[int]*passkeytest.Credential{}}
 	r.progress.status("passkey: adding a passkey for each of %d workers (not timed)", len(r.workers))
-	var wg sync.WaitGroup
-	errs := make([]error, len(r.workers))
-	for i, w := range r.workers {
-		wg.Go(func() { errs[i] = w.enrolPasskey(ctx) })
+	// One session adds them all: once the user has a passkey, a password
+	// sign-in asks for it as the second factor.
+	if len(r.workers) == 0 {
+		return nil
 	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// enrolPasskey signs w in with the password and adds a passkey on the
-// account page.
-func (w *worker) enrolPasskey(ctx context.Context) error {
-	r := w.r
 	b := r.newBrowser()
-	if _, _, err := w.signIn(ctx, b, false); err != nil {
+	if _, _, err := r.workers[0].signIn(ctx, b, false); err != nil {
 		return err
 	}
+	for _, w := range r.workers {
+		if err := w.enrolPasskey(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enrolPasskey adds a passkey for w on the account page of b's session.
+func (w *worker) enrolPasskey(ctx context.Context, b *http.Client) error {
+	r := w.r
 	status, _, body, err := r.get(ctx, b, r.o.Target+"/account")
 	if err != nil {
 		return err

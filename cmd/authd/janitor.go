@@ -96,7 +96,7 @@ func newJanitorWorker(ctx context.Context, j jobsConfig, s jobStore, log *slog.L
 // metrics go to reg. The worker also runs the signing key rotation (keys);
 // on the memory store it runs in process. stop cancels the work and waits
 // for it to end.
-func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prometheus.Registerer, log *slog.Logger, keys *signing.Manager) (stop func(), err error) {
+func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prometheus.Registerer, log *slog.Logger, keys *signing.Manager, extra ...jobs.Kind) (stop func(), err error) {
 	if err := j.validate(); err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func startJobs(ctx context.Context, j jobsConfig, store storage.Store, reg prome
 	var run func(context.Context)
 	switch s := store.(type) {
 	case jobStore:
-		w, err := newJanitorWorker(ctx, j, s, log, m, keys.Kind())
+		w, err := newJanitorWorker(ctx, j, s, log, m, append([]jobs.Kind{keys.Kind()}, extra...)...)
 		if err != nil {
 			return nil, err
 		}

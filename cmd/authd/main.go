@@ -120,6 +120,8 @@ Usage:
                                  manage users (JSON out; passwords on stdin; see authd users -h)
   authd clients create|list|get|update|delete|rotate-secret
                                  manage OAuth clients (JSON in and out; "add" = create)
+  authd providers add|list|show|update|delete
+                                 manage upstream OpenID providers (Apple, Google, any; JSON in and out)
   authd janitor [--once]         run the job worker and janitor (--once: the due jobs, then exit)
   authd jobs list                show background jobs and their state
   authd keys list|rotate         show or rotate the ID token signing keys
@@ -146,8 +148,9 @@ func commands() map[string]commandFunc {
 		"migrate": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, _ io.Writer) error {
 			return cmdMigrate(ctx, args, getenv, stdout)
 		},
-		"users":   cmdUsers,
-		"clients": cmdClients,
+		"users":     cmdUsers,
+		"clients":   cmdClients,
+		"providers": cmdProviders,
 		"janitor": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
 			return cmdJanitor(ctx, args, getenv, stdout, stderr)
 		},

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/ops"
 	"github.com/authd/authd/password"
@@ -139,7 +140,10 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 	if cacheKind(c.RedisURL) == "redis" {
 		srv.Registry().MustRegister(redisCount)
 	}
-	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log, keys)
+	// Beside the janitor and the key rotation: revoking the provider
+	// refresh tokens (Apple's) of deleted users.
+	stopJobs, err := startJobs(ctx, c.jobs, store, srv.Registry(), log, keys,
+		federation.RevocationKind([]byte(c.Secret), srv.Federation(), store, log))
 	if err != nil {
 		ln.Close()
 		return err

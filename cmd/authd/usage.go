@@ -21,11 +21,12 @@ func subcommandUsage(name string, args []string, about string) string {
 // a usage of its own ("authd users add -h").
 func subcommands() map[string][]string {
 	return map[string][]string{
-		"migrate": slices.Sorted(maps.Keys(migrateCommands)),
-		"users":   slices.Sorted(maps.Keys(usersCommands)),
-		"clients": slices.Sorted(maps.Keys(clientsCommands)),
-		"jobs":    {"list"},
-		"keys":    slices.Sorted(maps.Keys(keysCommands)),
+		"migrate":   slices.Sorted(maps.Keys(migrateCommands)),
+		"users":     slices.Sorted(maps.Keys(usersCommands)),
+		"clients":   slices.Sorted(maps.Keys(clientsCommands)),
+		"providers": slices.Sorted(maps.Keys(providersCommands)),
+		"jobs":      {"list"},
+		"keys":      slices.Sorted(maps.Keys(keysCommands)),
 	}
 }
 

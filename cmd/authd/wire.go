@@ -8,12 +8,14 @@ import (
 	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/dpop"
 	"github.com/authd/authd/exchangecache"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/passkey/passkeyweb"
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/fed"
 	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
@@ -94,8 +96,14 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	if passkeys != nil {
 		methods = append(methods, passkeyweb.New(passkeys))
 	}
+	// Upstream providers (package federation): every replica reloads them
+	// within federation.PollInterval of a change; their buttons follow the
+	// other methods.
+	providers := federation.NewRegistry(federation.RegistryConfig{Secret: oc.Secret, Store: b.store, Logger: log})
+	methods = append(methods, fed.New(fed.Options{Secret: oc.Secret, Issuer: oc.Issuer, Registry: providers, Store: revoking, Logger: log}))
 	deps := oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()}
+		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit(),
+		Federation: providers}
 	if _, err := newFactors(revoking, oc, &deps); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
@@ -111,7 +119,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	// service, so its writes reach the client cache and the replay cache
 	// the server reads; it runs behind the server's middleware.
 	admin, err := adminapi.New(adminapi.Config{Secret: oc.Secret, AdminTokens: oc.AdminTokens, IdempotencyKeyTTL: oc.IdempotencyKeyTTL,
-		Store: revoking, People: people, Passkeys: passkeys, Logger: log})
+		Store: revoking, People: people, Passkeys: passkeys, Logger: log, Issuer: oc.Issuer})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}

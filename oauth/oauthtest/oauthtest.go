@@ -13,6 +13,7 @@ import (
 
 	"github.com/authd/authd/adminapi"
 	"github.com/authd/authd/dpop"
+	"github.com/authd/authd/federation"
 	"github.com/authd/authd/identity"
 	"github.com/authd/authd/oauth"
 	"github.com/authd/authd/passkey"
@@ -20,6 +21,7 @@ import (
 	"github.com/authd/authd/password"
 	"github.com/authd/authd/revocation"
 	"github.com/authd/authd/signin"
+	"github.com/authd/authd/signin/fed"
 	"github.com/authd/authd/signin/otp"
 	"github.com/authd/authd/signin/pwd"
 	"github.com/authd/authd/signing"
@@ -74,6 +76,9 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	people := identity.New(revoking, identity.Options{SessionTTL: cfg.SessionTTL, SessionIdleTTL: cfg.SessionIdleTTL,
 		Now: deps.Now, Passwords: deps.Passwords, Logger: deps.Logger})
 	deps.People = people
+	if deps.Federation == nil {
+		deps.Federation = federation.NewRegistry(federation.RegistryConfig{Secret: cfg.Secret, Store: backend, Now: deps.Now, Logger: deps.Logger})
+	}
 	// Passkeys, as serve builds them (cmd/authd/passkeys.go): on for a
 	// domain-name issuer (http://localhost:PORT in the browser tests), off
 	// for an IP address.
@@ -95,6 +100,8 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 		if pk != nil {
 			deps.Methods = append(deps.Methods, passkeyweb.New(pk))
 		}
+		deps.Methods = append(deps.Methods, fed.New(fed.Options{Secret: cfg.Secret, Issuer: cfg.Issuer, Registry: deps.Federation,
+			Store: revoking, Logger: deps.Logger, Now: deps.Now}))
 		if sv.Methods != nil {
 			deps.Methods = sv.Methods(people, pw)
 		}
@@ -141,7 +148,7 @@ func NewServer(cfg oauth.Config, deps oauth.Deps, sv Services) (*oauth.Server, e
 	}
 	if len(cfg.AdminTokens) > 0 {
 		api, err := adminapi.New(adminapi.Config{Secret: cfg.Secret, AdminTokens: cfg.AdminTokens, IdempotencyKeyTTL: cfg.IdempotencyKeyTTL,
-			Store: revoking, People: people, Passkeys: pk, Logger: deps.Logger, Now: deps.Now})
+			Store: revoking, People: people, Passkeys: pk, Logger: deps.Logger, Now: deps.Now, Issuer: cfg.Issuer})
 		if err != nil {
 			return nil, err
 		}

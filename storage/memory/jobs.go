@@ -25,6 +25,8 @@ var memoryCleanupKinds = []string{
 	storage.CleanupPasskeyCeremonies,
 	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
+	storage.CleanupFederationExchanges,
+	storage.CleanupFederationLogins,
 	storage.CleanupAccountFlows,
 	storage.CleanupMailOutbox,
 	storage.CleanupLogoutDeliveries,
@@ -67,6 +69,10 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupFederationExchanges:
+		return s.DeleteExpiredSubjectTokens(ctx, before, limit)
+	case storage.CleanupFederationLogins:
+		return s.deleteExpiredLogins(before, limit), nil
 	case storage.CleanupAccountFlows, storage.CleanupMailOutbox:
 		return s.deleteExpiredOutbox(ctx, kind, before, limit), nil
 	case storage.CleanupLogoutDeliveries:

@@ -93,6 +93,9 @@ type Store struct {
 	// self-service flows (outbox.go); created on first use.
 	outbox *outboxState
 
+	// fed holds upstream providers and their links (providers.go).
+	fed *fedTables
+
 	now func() time.Time
 }
 

@@ -251,7 +251,8 @@ func (s *Store) UsePasskey(ctx context.Context, id []byte, count uint32, backupS
 	return use, nil
 }
 
-// otherWayIn reports whether the subject keeps a password or an enabled
+// otherWayIn reports whether the subject keeps a password, a linked
+// provider identity or an enabled
 // passkey other than except. Callers hold s.mu.
 func (s *Store) otherWayIn(subject, except string) bool {
 	if u, ok := s.users[subject]; ok && len(u.PasswordHash) > 0 {
@@ -259,6 +260,11 @@ func (s *Store) otherWayIn(subject, except string) bool {
 	}
 	for id, p := range s.pk().keys {
 		if p.Subject == subject && id != except && p.DisabledAt.IsZero() {
+			return true
+		}
+	}
+	for _, f := range s.fedT().links { // a linked provider identity
+		if f.Subject == subject {
 			return true
 		}
 	}

@@ -192,6 +192,8 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 		s.record(ctx, func() { s.users[subject] = old })
 		s.endSessions(ctx, subject)
 		s.deleteConsents(ctx, func(k consentKey) bool { return k.subject == subject })
+		s.deleteLinks(ctx, subject)
+		s.markTokensPending(subject)
 		s.deletePasskeys(ctx, subject)
 		s.deleteFactors(ctx, subject)
 	})

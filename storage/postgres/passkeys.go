@@ -219,7 +219,8 @@ func (s *Store) DeletePasskey(ctx context.Context, subject string, id []byte) er
 		var mine, left bool
 		err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM passkeys WHERE subject = $1 AND id = $2),
 			EXISTS (SELECT 1 FROM users WHERE subject = $1 AND length(password_hash) > 0)
-			OR EXISTS (SELECT 1 FROM passkeys WHERE subject = $1 AND id <> $2 AND disabled_at IS NULL)`,
+			OR EXISTS (SELECT 1 FROM passkeys WHERE subject = $1 AND id <> $2 AND disabled_at IS NULL)
+			OR EXISTS (SELECT 1 FROM federated_identities WHERE subject = $1)`,
 			subject, id).Scan(&mine, &left)
 		switch {
 		case err != nil:
@@ -241,7 +242,8 @@ func (s *Store) RemoveUserPassword(ctx context.Context, subject string) error {
 			return err
 		}
 		tag, err := q.Exec(ctx, `UPDATE users SET password_hash = '', updated_at = now() WHERE subject = $1
-			AND EXISTS (SELECT 1 FROM passkeys WHERE subject = $1 AND disabled_at IS NULL)`, subject)
+			AND (EXISTS (SELECT 1 FROM passkeys WHERE subject = $1 AND disabled_at IS NULL)
+			     OR EXISTS (SELECT 1 FROM federated_identities WHERE subject = $1))`, subject)
 		if err != nil {
 			return err
 		}

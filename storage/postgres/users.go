@@ -146,6 +146,13 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 		}
 		tag, err := q.Exec(ctx, `DELETE FROM users WHERE subject = $1`, subject)
 		deleted = err == nil && tag.RowsAffected() > 0
+		if err != nil {
+			return err
+		}
+		// The user's provider refresh tokens (Apple's) are revoked at the
+		// provider by a leased job (package federation): queued here, in
+		// the transaction that deletes the user.
+		_, err = q.Exec(ctx, `UPDATE provider_tokens SET pending = true, next_attempt_at = now() WHERE subject = $1 AND NOT pending`, subject)
 		return err
 	})
 	if err != nil {

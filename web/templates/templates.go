@@ -184,6 +184,8 @@ type AccountData struct {
 	Accounts AccountLinks
 	// Error reports a refused action.
 	Error string
+	// Providers are the upstream identities linked to the user.
+	Providers []AccountProvider
 }
 
 // AccountPasskey is one passkey on the account page.
@@ -203,6 +205,11 @@ type EnrolData struct {
 func (p *Pages) Enrol(w io.Writer, d EnrolData) error {
 	d.Title = cmp.Or(d.Title, "Add a passkey")
 	return p.set.ExecuteTemplate(w, "enrol.html", d)
+}
+
+// AccountProvider is one linked provider identity on the account page.
+type AccountProvider struct {
+	Name, Issuer, Sub, Email string
 }
 
 // AccountApp is one consented client on the account page.

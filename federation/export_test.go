@@ -1,0 +1,4 @@
+package federation
+
+// RevocationKindAt is RevocationKind on a test clock.
+var RevocationKindAt = revocationKind
