@@ -189,7 +189,7 @@ func TestJanitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(kinds) || n != 13 { // 8 seeded kinds + sessions, pushed requests, logout deliveries and the two passkey kinds (unseeded here)
+	if n != len(kinds) || n != 15 { // 8 seeded kinds + sessions, pushed requests, logout deliveries, the two passkey kinds, account flows and mail (unseeded here)
 		t.Errorf("RunDue ran %d jobs, want one per kind (%d)", n, len(kinds))
 	}
 	if batches < 8*3 {

@@ -51,7 +51,7 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, http.StatusInternalServerError, "Your apps could not be listed.", "Please try again in a moment.")
 		return
 	}
-	d := templates.AccountData{Username: cur.user.Username, Notice: notice, CSRFToken: s.cookies.csrfToken(w, r)}
+	d := templates.AccountData{Username: cur.user.Username, Notice: notice, CSRFToken: s.cookies.csrfToken(w, r), Accounts: s.accountLinks()}
 	for _, c := range consents {
 		d.Apps = append(d.Apps, templates.AccountApp{ClientID: c.ClientID, Name: s.clientLabel(r, c.ClientID), Scopes: s.scopes.describe(openidFirst(c.Scopes))})
 	}

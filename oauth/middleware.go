@@ -62,6 +62,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			route := r.URL.Path
 			switch {
 			case knownRoutes[route], s.methods.routes[route]:
+			case s.accounts != nil && s.accounts.Route(route) != "":
+				route = s.accounts.Route(route)
 			case s.admin != nil && strings.HasPrefix(route, "/admin/"):
 				if route = s.admin.Route(route); route == "" {
 					route = "other"

@@ -87,6 +87,10 @@ func (s *Server) routes() http.Handler {
 			s.admin.ServeHTTP(w, req)
 			return
 		}
+		if s.accounts != nil && s.accounts.Route(req.URL.Path) != "" {
+			limitBody(s.accounts).ServeHTTP(w, req)
+			return
+		}
 		public.ServeHTTP(w, req)
 	}))
 }

@@ -58,6 +58,8 @@ type Server struct {
 	adminTokens adminTokens     // for introspection
 	admin       AdminAPI        // under /admin/ (MountAdmin); nil: none
 	passkeys    Passkeys        // the account page's passkeys (MountPasskeys); nil: none
+	// accounts are the self-service pages (MountAccounts); nil: none.
+	accounts AccountPages
 }
 
 // New validates cfg, applies defaults and assembles a Server from the

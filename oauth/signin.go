@@ -171,7 +171,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, status int,
 	if p.msg != "" {
 		page.ErrorID = templates.LoginErrorID
 	}
-	d := templates.LoginData{ClientName: clientName(c), Error: p.msg}
+	d := templates.LoginData{ClientName: clientName(c), Error: p.msg, Accounts: s.loginLinks(r)}
 	for _, m := range s.methods.list {
 		mp := page
 		mp.Invalid = p.invalid == m.Name()

@@ -194,6 +194,12 @@ const (
 	// CleanupReplayRecords deletes durable replay records whose window
 	// closed (docs/architecture.md, "The exchange").
 	CleanupReplayRecords = "replay_records"
+	// CleanupAccountFlows deletes pending self-service steps (sign-ups,
+	// recoveries, email changes) that expired, used or not.
+	CleanupAccountFlows = "account_flows"
+	// CleanupMailOutbox deletes outbox rows that finished (sent or given
+	// up; their data was erased then) before the cutoff.
+	CleanupMailOutbox = "mail_outbox"
 	// CleanupLogoutDeliveries deletes back-channel logout deliveries that
 	// were delivered or given up before the cutoff (the caller passes now
 	// minus its retention, as for CleanupJobs).

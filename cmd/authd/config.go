@@ -39,6 +39,8 @@ type config struct {
 	keys            keysConfig    // ID token signing keys (keys.go)
 	passkeys        passkeyConfig // passkeys (passkeys.go)
 
+	// accounts: self-service accounts and their mail (accounts.go).
+	accounts accountsConfig
 	// backchannel: back-channel logout delivery (backchannel.go).
 	backchannel backchannelConfig
 
@@ -74,6 +76,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	c.ops.flags(fs)
 	c.people.flags(fs)
 	c.keys.flags(fs)
+	c.accounts.flags(fs)
 	c.backchannel.flags(fs)
 	c.passkeys.flags(fs)
 }
@@ -152,6 +155,7 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	errs.add(c.jobs.validate())
 	errs.add(c.perf.validate())
 	errs.add(c.ops.validate(getenv))
+	errs.add(c.accounts.validate(c.DatabaseURL))
 	c.warnings = append(c.warnings, unknownSettings(envNamesFrom(ctx))...)
 	return errs.err()
 }

@@ -24,6 +24,17 @@ func faultAfterCommit() func() {
 	return func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 }
 
+// faultBeforeMailSend: "kill-before-mail-send" kills this process with
+// SIGKILL when its mail worker has claimed a message and is about to send
+// it (the state change that queued it committed long before; see
+// TestMailSentAfterProcessKilledBeforeSend).
+func faultBeforeMailSend() func() {
+	if os.Getenv("AUTHD_FAULT") != "kill-before-mail-send" {
+		return nil
+	}
+	return func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+}
+
 // faultAfterDelivered returns the fault AUTHD_FAULT names for the
 // back-channel crash test: "kill-after-delivered:N" kills this process with
 // SIGKILL right after its Nth delivery is recorded delivered (see

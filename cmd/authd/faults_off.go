@@ -8,5 +8,8 @@ import "github.com/authd/authd/storage"
 // with -tags authd_faults (faults.go).
 func faultAfterCommit() func() { return nil }
 
+// faultBeforeMailSend is nil in every real build (faults.go).
+func faultBeforeMailSend() func() { return nil }
+
 // faultAfterDelivered is nil in every real build (faults.go).
 func faultAfterDelivered() func(*storage.LogoutDelivery, storage.LogoutStatus) { return nil }

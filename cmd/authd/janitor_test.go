@@ -331,8 +331,8 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != 13 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + passkey ceremonies and links
-		t.Errorf("%d janitor kinds ran, want 13", kinds)
+	if kinds != 15 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + passkey ceremonies and links + account flows and mail
+		t.Errorf("%d janitor kinds ran, want 15", kinds)
 	}
 
 	for i, p := range procs {

@@ -151,6 +151,12 @@ func serve(ctx context.Context, c config, log, accessLog *slog.Logger, ready fun
 		return err
 	}
 	defer stopBackchannel()
+	stopMail, err := startMail(ctx, c, store, srv.Registry(), log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMail()
 	opsl, err := startOps(c.ops, store, cache, srv.Registry(), log)
 	if err != nil {
 		ln.Close()
@@ -264,6 +270,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !flagSet(fs, "drain-delay") && getenv("AUTHD_DRAIN_DELAY") == "" {
 		c.ops.DrainDelay = 0 // Ctrl-C stops dev at once
 	}
+	c.accounts.dev = true // mail goes to the log (mail.LogSender)
 	if !flagSet(fs, "ops-addr") && getenv("AUTHD_OPS_ADDR") == "" {
 		c.ops.fallback = true // the default port may be taken (Prometheus's)
 	}

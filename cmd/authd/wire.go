@@ -49,6 +49,15 @@ type backends struct {
 func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.Logger) (srv *oauth.Server, keys *signing.Manager, err error) {
 	oc := c.oauthConfig()
 	metrics := oauth.NewMetrics()
+	budgets, closeBudgets, err := openLimits(c.RedisURL, log, metrics.Registry())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			closeBudgets()
+		}
+	}()
 	store := b.store
 	if c.perf.ClientCacheTTL > 0 {
 		store = storage.NewCachingStore(store, c.perf.ClientCacheTTL)
@@ -77,7 +86,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		Resource: dpop.NewVerifier(dpop.Options{Replay: b.dpopReplay, OnStoreError: dpopStoreError}),
 	}
 	// The sign-in methods, in the login page's order.
-	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Logger: log})}
+	methods := []signin.Method{pwd.New(people, pwd.Options{Limits: oc.LoginLimits, Budgets: budgets, Logger: log})}
 	passkeys, err := newPasskeys(c, oc.Issuer, b.store, revoking, log, metrics.SecurityEvents(log)) // passkeys.go
 	if err != nil {
 		return nil, nil, err
@@ -86,7 +95,7 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 		methods = append(methods, passkeyweb.New(passkeys))
 	}
 	srv, err = oauth.New(oc, oauth.Deps{Store: revoking, People: people, Keys: keys, DPoP: verifiers, Metrics: metrics, Methods: methods,
-		Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
+		Limits: budgets, Cache: b.cache, Logger: log, AccessLog: accessLog, Passwords: passwords, AfterExchangeCommit: faultAfterCommit()})
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
@@ -101,6 +110,9 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	srv.MountAdmin(admin)
 	if passkeys != nil {
 		srv.MountPasskeys(passkeys)
+	}
+	if err := mountAccounts(c, b.store, revoking, people, passwords, budgets, srv, log); err != nil {
+		return nil, nil, err
 	}
 	return srv, keys, nil
 }

@@ -25,6 +25,8 @@ var memoryCleanupKinds = []string{
 	storage.CleanupPasskeyCeremonies,
 	storage.CleanupPasskeyLinks,
 	storage.CleanupSessions,
+	storage.CleanupAccountFlows,
+	storage.CleanupMailOutbox,
 	storage.CleanupLogoutDeliveries,
 }
 
@@ -65,6 +67,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return n, nil
 	case storage.CleanupSessions:
 		return s.DeleteExpiredSessions(ctx, before, limit)
+	case storage.CleanupAccountFlows, storage.CleanupMailOutbox:
+		return s.deleteExpiredOutbox(ctx, kind, before, limit), nil
 	case storage.CleanupLogoutDeliveries:
 		return s.deleteFinishedLogouts(ctx, before, limit), nil
 	case storage.CleanupPasskeyCeremonies:

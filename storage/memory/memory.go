@@ -87,6 +87,9 @@ type Store struct {
 	// the waiters through cond.
 	rowLocks map[string]*memTx
 	cond     *sync.Cond
+	// outbox holds the mail outbox, its job queue and the pending
+	// self-service flows (outbox.go); created on first use.
+	outbox *outboxState
 
 	now func() time.Time
 }

@@ -235,6 +235,8 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupSessions, `least(idle_expires_at, expires_at) < $1`},
 	{storage.CleanupJobs, `status IN ('done', 'failed') AND finished_at < $1`},
 	{storage.CleanupReplayRecords, `window_end < $1`},
+	{storage.CleanupAccountFlows, `expires_at < $1`},
+	{storage.CleanupMailOutbox, `status <> 'pending' AND finished_at < $1`},
 	{storage.CleanupLogoutDeliveries, `status <> 'pending' AND finished_at < $1`},
 	{storage.CleanupPasskeyCeremonies, `expires_at < $1`},
 	{storage.CleanupPasskeyLinks, `expires_at < $1`},

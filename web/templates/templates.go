@@ -55,6 +55,9 @@ type LoginData struct {
 	// (signin.Method.Render: each method's HTML comes from its own
 	// template, escaped there).
 	Methods []template.HTML
+	// Accounts are the self-service links ("Create account", "Forgot
+	// password?"); empty ones are not shown.
+	Accounts AccountLinks
 }
 
 // LoginErrorID is the id of the login page's error message.
@@ -175,6 +178,8 @@ type AccountData struct {
 	Passkeys    bool
 	PasskeyList []AccountPasskey
 	HasPassword bool
+	// Accounts are the self-service links (change email, delete account).
+	Accounts AccountLinks
 	// Error reports a refused action.
 	Error string
 }

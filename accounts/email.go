@@ -1,0 +1,89 @@
+package accounts
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/authd/authd/identity"
+	amail "github.com/authd/authd/mail"
+	"github.com/authd/authd/storage"
+)
+
+// RequestEmailChange starts a change of the signed-in user's address to
+// newEmail: a code goes to the new address; nothing changes until it is
+// used (ConfirmEmailChange). A repeat of the same form sends nothing more.
+func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, newEmail, source string) (Pending, error) {
+	id, err := s.formFlowID(storage.FlowEmailChange, formToken)
+	if err != nil {
+		return Pending{}, err
+	}
+	if p, ok := s.repeated(ctx, id); ok {
+		return p, nil
+	}
+	email, _, err := prepareEmail(newEmail)
+	if err != nil {
+		return Pending{}, err
+	}
+	if err := s.allow(ctx, source, email); err != nil {
+		return Pending{}, err
+	}
+	f := &storage.AccountFlow{ID: id, Purpose: storage.FlowEmailChange, Email: email, Subject: subject,
+		ExpiresAt: s.cfg.Now().Add(CodeTTL)}
+	code, token := s.secretsFor(f, true)
+	return s.start(ctx, f, amail.Message{To: email, Template: amail.TemplateEmailChangeCode,
+		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", id, token)}})
+}
+
+// ConfirmEmailChange checks the code sent to the new address and, in the
+// transaction that uses it, makes it the user's verified address (and
+// their username, when the username was the old address and the new one
+// is free) and queues a notice to the old address. Errors: ErrWrongCode,
+// ErrCodeExpired, ErrAddressTaken, *LimitError.
+func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p Proof) (identity.User, error) {
+	f, err := s.check(ctx, id, storage.FlowEmailChange, p)
+	if err != nil {
+		return identity.User{}, err
+	}
+	if f.Subject != subject {
+		return identity.User{}, ErrCodeExpired
+	}
+	st := s.cfg.Store
+	err = s.inTx(ctx, func(tx context.Context) error {
+		if err := s.use(tx, id); err != nil {
+			return err
+		}
+		u, err := st.GetUserBySubject(tx, subject)
+		if err != nil {
+			return err
+		}
+		old := u.Email
+		_, newName, err := prepareEmail(f.Email)
+		if err != nil {
+			return ErrCodeExpired
+		}
+		if _, oldName, err := prepareEmail(old); err == nil && oldName == u.Username && newName != u.Username {
+			if err := st.RenameUser(tx, subject, newName); err != nil {
+				if errors.Is(err, storage.ErrAlreadyExists) {
+					return ErrAddressTaken
+				}
+				return err
+			}
+		}
+		u.Email, u.EmailVerified = f.Email, true
+		if err := st.UpdateUserProfile(tx, u); err != nil {
+			return err
+		}
+		if old == "" || strings.EqualFold(old, f.Email) {
+			return nil
+		}
+		_, err = s.cfg.Outbox.Enqueue(tx, amail.Message{To: old, Template: amail.TemplateEmailChanged,
+			Data: amail.Data{Address: f.Email}})
+		return err
+	})
+	if err != nil {
+		return identity.User{}, err
+	}
+	s.audit(ctx, "account.email_change", "sub", subject)
+	return s.cfg.People.GetBySubject(ctx, subject)
+}

@@ -1,0 +1,184 @@
+package accounts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/authd/authd/identity"
+	amail "github.com/authd/authd/mail"
+	"github.com/authd/authd/storage"
+)
+
+// SignUpInput is a posted sign-up form.
+type SignUpInput struct {
+	// FormToken is the form's one-time token (NewFormToken, put in the
+	// form when it was shown): the same form posted twice is one sign-up.
+	FormToken string
+	Email     string
+	Password  string
+	App       App
+	// Source is the client's address, for the limits.
+	Source string
+}
+
+// SignUp starts a sign-up: a pending flow and, in the same transaction,
+// the message with its code, or, when the address already has an account,
+// a note to its owner instead (and a flow no code verifies): the answer
+// is the same Pending either way. A repeat of the same form (FormToken)
+// writes and sends nothing more and answers the same Pending. Errors:
+// ErrDisabled, ErrInvalidEmail, identity.ErrInvalidPassword,
+// ErrInvalidForm, *LimitError, and storage's.
+func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
+	if !s.cfg.Signup {
+		return Pending{}, ErrDisabled
+	}
+	id, err := s.formFlowID(storage.FlowSignup, in.FormToken)
+	if err != nil {
+		return Pending{}, err
+	}
+	if p, ok := s.repeated(ctx, id); ok {
+		return p, nil
+	}
+	email, username, err := prepareEmail(in.Email)
+	if err != nil {
+		return Pending{}, err
+	}
+	pw, err := identity.PreparePassword(in.Password)
+	if err != nil {
+		return Pending{}, identity.ErrInvalidPassword
+	}
+	if err := s.allow(ctx, in.Source, email, LimitSignupSource); err != nil {
+		return Pending{}, err
+	}
+	// The same hashing work whether or not the address has an account.
+	hash, err := s.cfg.Passwords.Hash(ctx, []byte(pw))
+	if err != nil {
+		return Pending{}, fmt.Errorf("accounts: hash password: %w", err)
+	}
+	_, ferr := s.cfg.Store.FindUserByEmail(ctx, username, email)
+	exists := ferr == nil
+	if ferr != nil && !errors.Is(ferr, storage.ErrNotFound) {
+		return Pending{}, ferr
+	}
+	f := &storage.AccountFlow{ID: id, Purpose: storage.FlowSignup, Email: email, PasswordHash: hash,
+		ClientID: in.App.ClientID, ReturnTo: in.App.ReturnTo, ExpiresAt: s.cfg.Now().Add(CodeTTL)}
+	code, token := s.secretsFor(f, !exists)
+	msg := amail.Message{To: email, Template: amail.TemplateSignupCode,
+		Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/signup/verify", id, token)}}
+	if exists {
+		f.PasswordHash = nil
+		msg = amail.Message{To: email, Template: amail.TemplateSignupExists, Data: amail.Data{App: in.App.Name}}
+	}
+	return s.start(ctx, f, msg)
+}
+
+// repeated returns the Pending of a flow that a form already started.
+// It only saves work: the insert's unique key is what decides.
+func (s *Service) repeated(ctx context.Context, id string) (Pending, bool) {
+	f, err := s.cfg.Store.GetAccountFlow(ctx, id)
+	if err != nil {
+		return Pending{}, false
+	}
+	return Pending{Flow: f.ID, Email: f.Email}, true
+}
+
+// allow charges the limits of a step that sends a message.
+func (s *Service) allow(ctx context.Context, source, email string, extra ...string) error {
+	for _, l := range extra {
+		if err := s.cfg.Limits.Allow(ctx, l, source); err != nil {
+			return err
+		}
+	}
+	if err := s.cfg.Limits.Allow(ctx, LimitMailSource, source); err != nil {
+		return err
+	}
+	return s.cfg.Limits.Allow(ctx, LimitMailAddress, lower(email))
+}
+
+// start writes the flow and, if this call created it, its message (nil
+// To: none), in one transaction. A flow that existed (a repeated form,
+// concurrently) sends nothing and answers the stored flow.
+func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.Message) (Pending, error) {
+	var created bool
+	err := s.inTx(ctx, func(tx context.Context) error {
+		var err error
+		if created, err = s.cfg.Store.CreateAccountFlow(tx, f); err != nil || !created {
+			return err
+		}
+		if msg.To == "" {
+			return nil
+		}
+		_, err = s.cfg.Outbox.Enqueue(tx, msg)
+		return err
+	})
+	if err != nil {
+		return Pending{}, err
+	}
+	if !created {
+		if p, ok := s.repeated(ctx, f.ID); ok {
+			return p, nil
+		}
+	}
+	return Pending{Flow: f.ID, Email: f.Email}, nil
+}
+
+// Describe returns the pending flow id names, for its page: ErrCodeExpired
+// if it is unknown or expired, ErrCodeUsed (with the App to go on to) if
+// its code was used.
+func (s *Service) Describe(ctx context.Context, id, purpose string) (Pending, App, error) {
+	if id == "" || len(id) > 64 {
+		return Pending{}, App{}, ErrCodeExpired
+	}
+	f, err := s.cfg.Store.GetAccountFlow(ctx, id)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return Pending{}, App{}, ErrCodeExpired
+	case err != nil:
+		return Pending{}, App{}, err
+	case f.Purpose != purpose:
+		return Pending{}, App{}, ErrCodeExpired
+	case !f.UsedAt.IsZero():
+		return Pending{}, App{ClientID: f.ClientID, ReturnTo: f.ReturnTo}, ErrCodeUsed
+	case !s.cfg.Now().Before(f.ExpiresAt):
+		return Pending{}, App{}, ErrCodeExpired
+	}
+	return Pending{Flow: f.ID, Email: f.Email}, App{ClientID: f.ClientID, ReturnTo: f.ReturnTo}, nil
+}
+
+// VerifySignUp checks the code (or the link's token) of a sign-up and
+// creates the user (email_verified), in the transaction that uses the
+// code. It returns the user and the app the sign-up started from, whose
+// authorization request the caller continues, signed in. Errors:
+// ErrWrongCode, ErrCodeExpired, ErrAddressTaken, *LimitError.
+func (s *Service) VerifySignUp(ctx context.Context, id string, p Proof) (identity.User, App, error) {
+	f, err := s.check(ctx, id, storage.FlowSignup, p)
+	if err != nil {
+		return identity.User{}, App{}, err
+	}
+	_, username, err := prepareEmail(f.Email)
+	if err != nil || len(f.PasswordHash) == 0 {
+		return identity.User{}, App{}, ErrCodeExpired
+	}
+	now := storage.NormalizeTime(s.cfg.Now())
+	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, Email: f.Email, EmailVerified: true,
+		CreatedAt: now, UpdatedAt: now}
+	err = s.inTx(ctx, func(tx context.Context) error {
+		if err := s.use(tx, id); err != nil {
+			return err
+		}
+		if err := s.cfg.Store.CreateUser(tx, u); err != nil {
+			if errors.Is(err, storage.ErrAlreadyExists) {
+				return ErrAddressTaken
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return identity.User{}, App{}, err
+	}
+	s.audit(ctx, "account.signup", "sub", u.Subject, "client_id", f.ClientID)
+	user, err := s.cfg.People.GetBySubject(ctx, u.Subject)
+	return user, App{ClientID: f.ClientID, ReturnTo: f.ReturnTo}, err
+}
