@@ -270,9 +270,11 @@ func (s *Server) handlePasskeyManage(w http.ResponseWriter, r *http.Request) {
 	)
 	switch r.PostForm.Get("action") {
 	case "rename":
-		err, done = s.passkeys.Rename(ctx, cur.user.Subject, r.PostForm.Get("id"), strings.TrimSpace(r.PostForm.Get("name"))), "renamed"
+		done = "renamed"
+		err = s.passkeys.Rename(ctx, cur.user.Subject, r.PostForm.Get("id"), strings.TrimSpace(r.PostForm.Get("name")))
 	case "remove":
-		err, done = s.passkeys.Remove(ctx, cur.user.Subject, r.PostForm.Get("id")), "removed"
+		done = "removed"
+		err = s.passkeys.Remove(ctx, cur.user.Subject, r.PostForm.Get("id"))
 	case "remove-password":
 		if err = s.passkeys.RemovePassword(ctx, cur.user.Subject); err == nil {
 			// Every session ended with the password, this one too.

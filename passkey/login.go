@@ -54,18 +54,18 @@ func (s *Service) FinishLogin(ctx context.Context, binding string, answer []byte
 		return identity.User{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	resp := &parsed.Response
-	sd, err := s.take(ctx, resp.CollectedClientData.Challenge, kindLogin, "", binding)
+	// The ceremony is taken (single use) and the credential read with its
+	// user in one round trip.
+	c, p, u, err := s.store.TakeCeremonyPasskey(ctx, digest(resp.CollectedClientData.Challenge), s.opts.Now(), parsed.RawID)
+	sd, err := checkCeremony(c, err, kindLogin, "", binding)
 	if err != nil {
 		return identity.User{}, err
 	}
 	// Steps 5–6: the credential and its user. A removed credential, an
 	// unknown one and a disabled user get one answer.
-	p, u, err := s.store.GetPasskeyUser(ctx, parsed.RawID)
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
+	case p == nil:
 		return identity.User{}, ErrUnknown
-	case err != nil:
-		return identity.User{}, fmt.Errorf("passkey: get passkey: %w", err)
 	case u.Disabled, len(resp.UserHandle) > 0 && !bytes.Equal(resp.UserHandle, []byte(u.Subject)):
 		return identity.User{}, ErrUnknown
 	case !p.DisabledAt.IsZero():

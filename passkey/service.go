@@ -187,6 +187,11 @@ func (s *Service) put(ctx context.Context, kind, subject, binding string, sd *we
 // subject and binding.
 func (s *Service) take(ctx context.Context, challenge, kind, subject, binding string) (*webauthn.SessionData, error) {
 	c, err := s.store.TakeCeremony(ctx, digest(challenge), s.opts.Now())
+	return checkCeremony(c, err, kind, subject, binding)
+}
+
+// checkCeremony checks a taken ceremony (or the error of taking it).
+func checkCeremony(c *storage.Ceremony, err error, kind, subject, binding string) (*webauthn.SessionData, error) {
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, ErrCeremony
 	}

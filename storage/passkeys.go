@@ -74,6 +74,11 @@ type PasskeyStore interface {
 	// has not expired at now, else ErrNotFound. Of concurrent takes of one
 	// key, one gets it.
 	TakeCeremony(ctx context.Context, key []byte, now time.Time) (*Ceremony, error)
+	// TakeCeremonyPasskey is TakeCeremony and GetPasskeyUser(id) together
+	// (one round trip where the backend has them), for a sign-in's answer:
+	// ErrNotFound if there is no ceremony (the passkey is then not
+	// returned); the passkey and its user are nil if there is none.
+	TakeCeremonyPasskey(ctx context.Context, key []byte, now time.Time, id []byte) (*Ceremony, *Passkey, *User, error)
 	// DeleteExpiredCeremonies deletes up to limit ceremonies expired at
 	// now and returns how many.
 	DeleteExpiredCeremonies(ctx context.Context, now time.Time, limit int) (int, error)

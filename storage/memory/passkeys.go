@@ -117,6 +117,19 @@ func (s *Store) TakeCeremony(ctx context.Context, key []byte, now time.Time) (*s
 	return &c, nil
 }
 
+// TakeCeremonyPasskey is TakeCeremony, then GetPasskeyUser.
+func (s *Store) TakeCeremonyPasskey(ctx context.Context, key []byte, now time.Time, id []byte) (*storage.Ceremony, *storage.Passkey, *storage.User, error) {
+	c, err := s.TakeCeremony(ctx, key, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p, u, err := s.GetPasskeyUser(ctx, id)
+	if err != nil {
+		return c, nil, nil, nil // storage.ErrNotFound: no such passkey
+	}
+	return c, p, u, nil
+}
+
 // DeleteExpiredCeremonies deletes up to limit expired ceremonies.
 func (s *Store) DeleteExpiredCeremonies(ctx context.Context, now time.Time, limit int) (int, error) {
 	n := 0

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -47,14 +48,11 @@ func (s *Store) PutCeremony(ctx context.Context, c *storage.Ceremony) error {
 // TakeCeremony deletes and returns an unexpired ceremony: the DELETE is the
 // single use (of concurrent takes, one deletes the row).
 func (s *Store) TakeCeremony(ctx context.Context, key []byte, now time.Time) (*storage.Ceremony, error) {
-	var c storage.Ceremony
-	err := s.q(ctx).QueryRow(ctx, `DELETE FROM passkey_ceremonies WHERE key = $1 AND expires_at > $2
-		RETURNING key, kind, subject, binding, data, expires_at`, key, now).
-		Scan(&c.Key, &c.Kind, &c.Subject, &c.Binding, &c.Data, &c.ExpiresAt)
+	c, err := scanCeremony(s.q(ctx).QueryRow(ctx, takeCeremonySQL, key, now))
 	if err != nil {
 		return nil, translate("take ceremony", err)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // DeleteExpiredCeremonies deletes up to limit expired ceremonies.
@@ -85,20 +83,71 @@ func (s *Store) CreatePasskey(ctx context.Context, p *storage.Passkey) error {
 	return translate("create passkey", err)
 }
 
-// GetPasskeyUser reads the passkey and its user in one query.
-func (s *Store) GetPasskeyUser(ctx context.Context, id []byte) (*storage.Passkey, *storage.User, error) {
-	var u storage.User
-	p, err := scanPasskey(s.q(ctx).QueryRow(ctx, `SELECT p.id, p.subject, p.public_key, p.sign_count, p.aaguid,
+const (
+	takeCeremonySQL = `DELETE FROM passkey_ceremonies WHERE key = $1 AND expires_at > $2
+		RETURNING key, kind, subject, binding, data, expires_at`
+	passkeyUserSQL = `SELECT p.id, p.subject, p.public_key, p.sign_count, p.aaguid,
 		p.transports, p.backup_eligible, p.backup_state, p.name, p.created_at, p.last_used_at, p.disabled_at,
 		u.username, u.password_hash, u.email, u.email_verified, u.name, u.disabled, u.created_at, u.updated_at
-		FROM passkeys p JOIN users u ON u.subject = p.subject WHERE p.id = $1`, id),
-		&u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt)
+		FROM passkeys p JOIN users u ON u.subject = p.subject WHERE p.id = $1`
+)
+
+func scanCeremony(row pgx.Row) (*storage.Ceremony, error) {
+	var c storage.Ceremony
+	if err := row.Scan(&c.Key, &c.Kind, &c.Subject, &c.Binding, &c.Data, &c.ExpiresAt); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func scanPasskeyUser(row pgx.Row) (*storage.Passkey, *storage.User, error) {
+	var u storage.User
+	p, err := scanPasskey(row, &u.Username, &u.PasswordHash, &u.Email, &u.EmailVerified, &u.Name, &u.Disabled, &u.CreatedAt, &u.UpdatedAt)
 	if err != nil {
-		return nil, nil, translate("get passkey", err)
+		return nil, nil, err
 	}
 	u.Subject = p.Subject
 	u.CreatedAt, u.UpdatedAt = storage.NormalizeTime(u.CreatedAt), storage.NormalizeTime(u.UpdatedAt)
 	return p, &u, nil
+}
+
+// GetPasskeyUser reads the passkey and its user in one query.
+func (s *Store) GetPasskeyUser(ctx context.Context, id []byte) (*storage.Passkey, *storage.User, error) {
+	p, u, err := scanPasskeyUser(s.q(ctx).QueryRow(ctx, passkeyUserSQL, id))
+	if err != nil {
+		return nil, nil, translate("get passkey", err)
+	}
+	return p, u, nil
+}
+
+// TakeCeremonyPasskey sends the ceremony's DELETE and the passkey's read
+// in one batch: one round trip.
+func (s *Store) TakeCeremonyPasskey(ctx context.Context, key []byte, now time.Time, id []byte) (*storage.Ceremony, *storage.Passkey, *storage.User, error) {
+	b := &pgx.Batch{}
+	b.Queue(takeCeremonySQL, key, now)
+	b.Queue(passkeyUserSQL, id)
+	var br pgx.BatchResults
+	if tx := s.txFrom(ctx); tx != nil {
+		br = tx.SendBatch(ctx, b)
+	} else {
+		br = s.pool.SendBatch(ctx, b)
+	}
+	c, err := scanCeremony(br.QueryRow())
+	if err != nil {
+		_ = br.Close()
+		return nil, nil, nil, translate("take ceremony", err)
+	}
+	p, u, err := scanPasskeyUser(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		p, u, err = nil, nil, nil
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, nil, translate("get passkey", err)
+	}
+	return c, p, u, nil
 }
 
 // ListPasskeys returns the subject's passkeys, oldest first.

@@ -63,9 +63,23 @@ func testCeremonySingleUse(t *testing.T, s PasskeyStore) {
 	if won != 1 {
 		t.Fatalf("%d concurrent takes won, want 1", won)
 	}
+	// Taken with a passkey's read: the passkey comes with it, once.
+	u := passkeyUser(t, s, "erin", true)
+	noErr(t, "CreatePasskey", s.CreatePasskey(ctx, &storage.Passkey{ID: []byte{7}, Subject: u.Subject, PublicKey: []byte("x"), AAGUID: make([]byte, 16), Name: "x"}))
+	noErr(t, "PutCeremony", s.PutCeremony(ctx, &storage.Ceremony{Key: []byte("k4"), Kind: "login", Binding: []byte("b"), Data: []byte("{}"), ExpiresAt: now.Add(time.Minute)}))
+	c4, p4, u4, err := s.TakeCeremonyPasskey(ctx, []byte("k4"), now, []byte{7})
+	if err != nil || c4 == nil || p4 == nil || u4 == nil || u4.Username != "erin" || p4.Name != "x" || c4.Kind != "login" {
+		t.Fatalf("TakeCeremonyPasskey = %+v, %+v, %+v, %v", c4, p4, u4, err)
+	}
+	_, _, _, err = s.TakeCeremonyPasskey(ctx, []byte("k4"), now, []byte{7})
+	wantErr(t, "TakeCeremonyPasskey again", err, storage.ErrNotFound)
+	noErr(t, "PutCeremony", s.PutCeremony(ctx, &storage.Ceremony{Key: []byte("k5"), Kind: "login", Binding: []byte("b"), Data: []byte("{}"), ExpiresAt: now.Add(time.Minute)}))
+	if c5, p5, u5, err := s.TakeCeremonyPasskey(ctx, []byte("k5"), now, []byte{8}); err != nil || c5 == nil || p5 != nil || u5 != nil {
+		t.Fatalf("TakeCeremonyPasskey, unknown passkey = %+v, %+v, %+v, %v", c5, p5, u5, err)
+	}
 	expired := &storage.Ceremony{Key: []byte("k2"), Kind: "login", Binding: []byte("b"), Data: []byte("{}"), ExpiresAt: now.Add(-time.Second)}
 	noErr(t, "PutCeremony expired", s.PutCeremony(ctx, expired))
-	_, err := s.TakeCeremony(ctx, []byte("k2"), now)
+	_, err = s.TakeCeremony(ctx, []byte("k2"), now)
 	wantErr(t, "TakeCeremony expired", err, storage.ErrNotFound)
 	noErr(t, "PutCeremony expired", s.PutCeremony(ctx, &storage.Ceremony{Key: []byte("k3"), Kind: "login", Binding: []byte("b"), Data: []byte("{}"), ExpiresAt: now.Add(-time.Second)}))
 	n, err := s.DeleteExpiredCeremonies(ctx, now, 100)
