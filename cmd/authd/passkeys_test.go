@@ -44,8 +44,5 @@ func TestPasskeySettings(t *testing.T) {
 // otherWarnings counts the warnings in a JSON log other than the one an
 // IP-address issuer always gets ("passkeys are off").
 func otherWarnings(log string) int {
-	// The abuse budgets warn on their own when Redis does not answer
-	// (package limits, once per interval): not the replay cache's warning.
-	return countLines(log, `"level":"WARN"`) - countLines(log, `"level":"WARN"`, "passkeys are off") -
-		countLines(log, `"level":"WARN"`, `"msg":"limits: `)
+	return countLines(log, `"level":"WARN"`) - countLines(log, `"level":"WARN"`, "passkeys are off")
 }
