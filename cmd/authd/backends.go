@@ -86,15 +86,12 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 	if err != nil {
 		return nil, nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
-	client := redis.NewUniversalClient(opts)
+	client := newRedisClient(opts)
 	for _, h := range hooks {
 		client.AddHook(h)
 	}
 	health := ops.NewRedisHealth(client, 0)
 	client.AddHook(health)
-	if cluster, ok := client.(*redis.ClusterClient); ok {
-		client.AddHook(&clusterFollower{client: cluster, every: clusterReloadEvery})
-	}
 	// The replay cache's commands go through go-redis's automatic
 	// pipeliner: under load, concurrent exchanges share one write and one
 	// read instead of a round trip each (the replay fast path is one
@@ -123,6 +120,17 @@ func openRedisStores(redisURL string, log *slog.Logger, hooks ...redis.Hook) (ex
 	// The DPoP jti store (one SET NX per proof) shares the pipeliner.
 	cache := exchangecache.NewRedis(replay, exchangecache.RedisOptions{Logger: log})
 	return healthyCache{Redis: cache, health: health}, dpop.NewRedis(replay, 0), func() { _ = client.Close() }, nil
+}
+
+// newRedisClient returns a client for opts (parseRedisURL); a Cluster
+// client follows failovers (clusterFollower). Every Redis client of
+// authd serve is made here.
+func newRedisClient(opts *redis.UniversalOptions) redis.UniversalClient {
+	client := redis.NewUniversalClient(opts)
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		client.AddHook(&clusterFollower{client: cluster, every: clusterReloadEvery})
+	}
+	return client
 }
 
 // healthyCache is the Redis replay cache whose Ping is ops.RedisHealth's:

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/authd/authd/limits"
 )
@@ -23,7 +22,7 @@ func openLimits(redisURL string, log *slog.Logger, reg prometheus.Registerer) (*
 	if err != nil {
 		return nil, nil, usagef("AUTHD_REDIS_URL: %v", err)
 	}
-	client := redis.NewUniversalClient(opts)
+	client := newRedisClient(opts) // bounded, and following a Cluster's failovers
 	l := limits.New(limits.Options{Redis: client, Prefix: "authd:", Logger: log, Registerer: reg})
 	return l, func() { _ = client.Close() }, nil
 }
