@@ -73,6 +73,14 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 			resp.Body.Close()
 			return p
 		}
+		select {
+		case err := <-p.done:
+			// It ended before answering: a fault the test injected may
+			// have fired first. The caller reads p.done.
+			p.done <- err
+			return p
+		default:
+		}
 	}
 	log, _ := os.ReadFile(f.Name())
 	t.Fatalf("authd on %s did not come up:\n%s", addr, log)
