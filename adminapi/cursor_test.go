@@ -35,7 +35,11 @@ func TestListCursorsTampered(t *testing.T) {
 			for range 2 {
 				h.login(t, newBrowser(t), h.authURL(publicClient, publicRedirect))
 			}
-			lists := []string{"/admin/clients", "/admin/users", "/admin/users/" + testUser + "/sessions"}
+			for _, id := range []string{"corp-a", "corp-b", "corp-c"} {
+				wantStatus(t, "create provider", h.admin(t, adminReq{method: "POST", path: "/admin/providers",
+					body: `{"id":"` + id + `","kind":"oidc","issuer":"https://login.` + id + `.example","client_id":"authd","client_secret":"s3cret-value","display_name":"Corp"}`}), http.StatusCreated, "")
+			}
+			lists := []string{"/admin/clients", "/admin/users", "/admin/users/" + testUser + "/sessions", "/admin/providers"}
 			cursors := map[string]string{}
 			for _, l := range lists {
 				cursors[l] = next(l)
