@@ -138,6 +138,9 @@ service=$(printf '%s' "$svc_json" | client_id)
 service_secret=$(printf '%s' "$svc_json" | sed -n 's/.*"client_secret": *"\([^"]*\)".*/\1/p')
 # The native app of the token-exchange mode (RFC 8693) and its provider:
 # authbench serves the provider's discovery and keys on $UPSTREAM_ADDR.
+# Registered only for that mode (bench/compare.sh runs revisions without it).
+native=none
+case " $MODES " in *" token-exchange "*)
 native=$("$work/authd" clients add <<'EOF' | client_id
 {"client_name": "authbench (native sign-in)", "redirect_uris": ["dev.authd.authbench:/callback"],
  "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"],
@@ -148,6 +151,8 @@ EOF
 {"id": "bench", "kind": "oidc", "issuer": "http://$UPSTREAM_ADDR", "client_id": "authbench", "display_name": "authbench",
  "native_audiences": ["dev.authd.authbench"]}
 EOF
+;;
+esac
 [ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] && [ -n "$native" ] || { echo "client registration failed" >&2; exit 1; }
 
 log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL)"
