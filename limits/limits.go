@@ -190,6 +190,19 @@ func (l *Limiter) Charge(ctx context.Context, budget, key string, r Rate) (bool,
 	return l.local.charge(k, r)
 }
 
+// Refund gives back one unit Take spent for a request that turned out not
+// to count (a public client's failed grant, charged elsewhere).
+func (l *Limiter) Refund(ctx context.Context, budget, key string, r Rate) {
+	if !r.valid() {
+		return
+	}
+	k := l.key(budget, key)
+	if _, ok := l.run(ctx, "refund", gcraScript, k, gcraInterval(r), r.Burst, 3); ok {
+		return
+	}
+	l.local.refund(k, r)
+}
+
 // Wait reports how long until key's budget has a unit, spending nothing.
 func (l *Limiter) Wait(ctx context.Context, budget, key string, r Rate) time.Duration {
 	if !r.valid() {

@@ -54,6 +54,14 @@ func TestTakeBurstThenRefuse(t *testing.T) {
 			if w := l.Wait(ctx, "tok", "client-"+name, r); w <= 0 {
 				t.Fatalf("Wait after the burst = %v, want > 0", w)
 			}
+			// A unit given back can be taken again, once.
+			l.Refund(ctx, "tok", "client-"+name, r)
+			if ok, _ := l.Take(ctx, "tok", "client-"+name, r); !ok {
+				t.Fatal("take after a refund refused")
+			}
+			if ok, _ := l.Take(ctx, "tok", "client-"+name, r); ok {
+				t.Fatal("a refund gave back more than one unit")
+			}
 			// Another key and another budget are untouched.
 			if ok, _ := l.Take(ctx, "tok", "other-"+name, r); !ok {
 				t.Fatal("another key refused")

@@ -89,6 +89,18 @@ func (l *local) charge(k string, r Rate) (bool, time.Duration) {
 	return true, 0
 }
 
+func (l *local) refund(k string, r Rate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	interval := time.Duration(gcraInterval(r)) * time.Millisecond
+	if tat := l.tat[k].Add(-interval); tat.After(now) {
+		l.tat[k] = tat
+	} else {
+		delete(l.tat, k)
+	}
+}
+
 func (l *local) fail(k string, b Backoff) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()

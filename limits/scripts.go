@@ -8,7 +8,7 @@ import "github.com/redis/go-redis/v9"
 
 // gcraScript is GCRA over one key holding the theoretical arrival time
 // (TAT, ms). ARGV: interval ms, burst, mode (0 peek, 1 take if it fits,
-// 2 charge regardless). Returns {within budget 0/1, wait ms}.
+// 2 charge regardless, 3 give one back). Returns {within budget 0/1, wait ms}.
 var gcraScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -22,6 +22,12 @@ local allowAt = new - burst * interval
 local within = allowAt <= now
 local wait = 0
 if not within then wait = allowAt - now end
+if mode == 3 then
+  local back = tat - interval
+  if back < now then back = now end
+  redis.call('SET', KEYS[1], back, 'PX', back - now + 1000)
+  return {1, 0}
+end
 if mode == 0 then
   if tat - (burst - 1) * interval > now then return {0, tat - (burst - 1) * interval - now} end
   return {1, 0}

@@ -69,18 +69,15 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	}
 	req.client = client
 	// 3. Rate-limit the authenticated client. A confidential client proved
-	// its secret and is charged now. A public client only named itself:
-	// its budget is checked now and charged only for a request that
-	// succeeds (step 5), while its failures (a revoked refresh token
-	// replayed, a wrong code_verifier) are charged to the source address
-	// for that client: nobody can push a client_id they do not own into
-	// 429, and one user's failures do not spend every user's budget.
-	if client.IsPublic() {
-		if err := s.checkPublicClient(ctx, r, client); err != nil {
+	// its secret; a public client only named itself, so it is charged
+	// after the grant's own checks, once its code or refresh token proved
+	// to be one this server issued: nobody can push a client_id they do
+	// not own into 429. A public client's failed grant is given back and
+	// charged to its source address instead (publicGrantFailed).
+	if !client.IsPublic() {
+		if err := s.chargeClient(ctx, client); err != nil {
 			return nil, err
 		}
-	} else if err := s.chargeClient(ctx, client); err != nil {
-		return nil, err
 	}
 	// 4. The grant's own checks.
 	g, name, err := s.lookupGrant(r.PostForm)
@@ -100,6 +97,11 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 			return nil, err
 		}
 	}
+	if client.IsPublic() {
+		if err := s.chargeClient(ctx, client); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {
 		return nil, err
 	}
@@ -111,8 +113,8 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 	}
 	// 5. Exchange.
 	a, err := s.exchanger.exchange(withClient(ctx, client), req)
-	if client.IsPublic() {
-		s.settlePublicClient(ctx, r, client, err)
+	if client.IsPublic() && err != nil {
+		err = s.publicGrantFailed(ctx, r, client, err)
 	}
 	if name == grantTokenExchange {
 		s.afterTokenExchange(ctx, a, err)
@@ -144,27 +146,21 @@ func (s *Server) chargeClient(ctx context.Context, c fosite.Client) error {
 	return nil
 }
 
-// checkPublicClient refuses a public client's request while the client's
-// budget, or this source's failures for it, are spent; it charges nothing.
-func (s *Server) checkPublicClient(ctx context.Context, r *http.Request, c fosite.Client) error {
-	if wait := s.limits.Wait(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate()); wait > 0 {
-		return errTooManyRequests(wait, "Too many token requests for this client; retry after the Retry-After delay.")
+// publicGrantFailed settles a public client's failed grant (a revoked
+// refresh token replayed, a wrong code_verifier): it does not count
+// against the client's budget, which every user of the app shares (the
+// unit step 4 took is given back), but against this source address for
+// the client; beyond that budget the failure is answered 429, and a
+// request that succeeds is never refused for it.
+func (s *Server) publicGrantFailed(ctx context.Context, r *http.Request, c fosite.Client, err error) error {
+	if toRFC6749(err).ErrorField != fosite.ErrInvalidGrant.ErrorField {
+		return err
 	}
-	if wait := s.limits.Wait(ctx, "token-grant-failures", c.GetID()+"\x00"+clientIP(r), s.cfg.AuthFailureLimits.rate()); wait > 0 {
+	s.limits.Refund(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate())
+	if ok, wait := s.limits.Charge(ctx, "token-grant-failures", c.GetID()+"\x00"+clientIP(r), s.cfg.AuthFailureLimits.rate()); !ok {
 		return errTooManyRequests(wait, "Too many failed token requests for this client from this address; retry after the Retry-After delay.")
 	}
-	return nil
-}
-
-// settlePublicClient charges a public client's answered request: a
-// success to the client's budget, a failed grant to the source address.
-func (s *Server) settlePublicClient(ctx context.Context, r *http.Request, c fosite.Client, err error) {
-	switch {
-	case err == nil:
-		s.limits.Charge(ctx, "token-client", c.GetID(), s.cfg.TokenLimits.rate())
-	case toRFC6749(err).ErrorField == fosite.ErrInvalidGrant.ErrorField:
-		s.limits.Charge(ctx, "token-grant-failures", c.GetID()+"\x00"+clientIP(r), s.cfg.AuthFailureLimits.rate())
-	}
+	return err
 }
 
 // writeToken is step 6: the one place that writes a token endpoint answer
