@@ -58,6 +58,11 @@ type ClientMetadata struct {
 	// RequireMFA (authd's own metadata, issue 27): the client's users must
 	// prove a second factor, or set one up, before a code is issued.
 	RequireMFA bool `json:"require_mfa,omitempty"`
+	// FirstParty (authd's own metadata, issue 28): the client is the
+	// operator's own app and may sign users in natively at the
+	// Authorization Challenge Endpoint (draft-ietf-oauth-first-party-apps
+	// §4); every other client is unauthorized_client there.
+	FirstParty bool `json:"first_party,omitempty"`
 }
 
 // ClientInformation is the RFC 7591 §3.2.1 client information response.
@@ -409,6 +414,7 @@ func clientFromMetadata(id string, meta ClientMetadata, createdAt, updatedAt tim
 		BackchannelLogoutURI:               meta.BackchannelLogoutURI,
 		BackchannelLogoutSessionRequired:   meta.BackchannelLogoutSessionRequired,
 		RequireMFA:                         meta.RequireMFA,
+		FirstParty:                         meta.FirstParty,
 		CreatedAt:                          storage.NormalizeTime(createdAt),
 		UpdatedAt:                          storage.NormalizeTime(updatedAt),
 	}
@@ -440,6 +446,7 @@ func clientInformation(c *storage.Client) *ClientInformation {
 			BackchannelLogoutURI:               c.BackchannelLogoutURI,
 			BackchannelLogoutSessionRequired:   c.BackchannelLogoutSessionRequired,
 			RequireMFA:                         c.RequireMFA,
+			FirstParty:                         c.FirstParty,
 		},
 	}
 	if info.RedirectURIs == nil {

@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/ory/fosite"
 )
@@ -11,15 +10,10 @@ import (
 // is issued a code with openid for the browser session: its ID tokens carry
 // the session's sid, so the session's end must send it a back-channel
 // logout (OpenID Connect Back-Channel Logout 1.0 §2.3; package
-// backchannel). On failure it has written the error and returns false.
-func (s *Server) noteSessionClient(tx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, cur signedIn) bool {
+// backchannel).
+func (s *Server) noteSessionClient(tx context.Context, ar fosite.AuthorizeRequester, cur signedIn) error {
 	if !ar.GetGrantedScopes().Has("openid") {
-		return true
+		return nil
 	}
-	if err := s.people.NoteClient(tx, cur.session.ID, ar.GetClient().GetID()); err != nil {
-		s.log.Error("note session client", "error", err)
-		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
-		return false
-	}
-	return true
+	return s.people.NoteClient(tx, cur.session.ID, ar.GetClient().GetID())
 }

@@ -27,6 +27,10 @@ func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
 	}}
 }
 
+// errSessionEnded: the browser session a code was to come from ended
+// meanwhile (a sign-out, disable or password change); no code exists.
+var errSessionEnded = errors.New("oauth: the session ended")
+
 // issueCode grants the requested scopes (already checked against the
 // client's by fosite) and redirects with the code, state and iss.
 //
@@ -35,9 +39,6 @@ func userSession(u identity.User, bs identity.Session) *fosite.DefaultSession {
 // ended the session meanwhile, the transaction rolls back and no code
 // exists. One commit per code, as before server-side sessions.
 func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite.AuthorizeRequester, cur signedIn) {
-	for _, scope := range ar.GetRequestedScopes() {
-		ar.GrantScope(scope)
-	}
 	// One transaction; the code (its row is also its PKCE session) and
 	// the session's use are queued and go to PostgreSQL with COMMIT
 	// (storage.Batcher).
@@ -48,6 +49,44 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 		return
 	}
 	defer func() { _ = s.store.Rollback(tx) }() // a no-op after Commit
+	resp, err := s.prepareCode(tx, ar, cur)
+	if err == nil {
+		err = s.store.Commit(tx)
+		if errors.Is(err, storage.ErrNotFound) {
+			// The session's use was queued (UseSession): it ended
+			// meanwhile (or the client was deleted); no code exists.
+			err = errSessionEnded
+		}
+	}
+	switch {
+	case errors.Is(err, errSessionEnded):
+		s.cookies.clearSession(w)
+		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
+		return
+	case err != nil:
+		if toRFC6749(err).CodeField >= 500 {
+			s.log.Error("issue code", "error", err)
+		}
+		s.writeAuthorizeError(w, ar, err)
+		return
+	}
+	// RFC 9207 §2: the authorization response carries the issuer.
+	resp.AddParameter("iss", s.cfg.Issuer)
+	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+}
+
+// prepareCode is a code's issue without its answer, the part the
+// authorization endpoint (issueCode) and the challenge endpoint
+// (challenge_step.go) share: in tx, the code with the session's acr, amr,
+// auth_time, nonce and DPoP binding, the pushed request used, the
+// browser session's use and (with openid) the note of the client on it.
+// The caller commits; a session that ended meanwhile is errSessionEnded
+// (or storage.ErrNotFound from the commit: the use is a queued, checked
+// write).
+func (s *Server) prepareCode(tx context.Context, ar fosite.AuthorizeRequester, cur signedIn) (fosite.AuthorizeResponder, error) {
+	for _, scope := range ar.GetRequestedScopes() {
+		ar.GrantScope(scope)
+	}
 	sess := userSession(cur.user, cur.session)
 	// OpenID Connect Core §2 acr and amr (RFC 8176), of the session as it
 	// is now (raised by a second factor, factor.go).
@@ -61,55 +100,32 @@ func (s *Server) issueCode(ctx context.Context, w http.ResponseWriter, ar fosite
 	// must then present a proof from it (bind, dpop.go).
 	if jkt := ar.GetRequestForm().Get("dpop_jkt"); jkt != "" {
 		if !jktRe.MatchString(jkt) {
-			s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequest.WithHint("dpop_jkt must be a base64url SHA-256 JWK thumbprint (RFC 9449 Section 10, RFC 7638)."))
-			return
+			return nil, fosite.ErrInvalidRequest.WithHint("dpop_jkt must be a base64url SHA-256 JWK thumbprint (RFC 9449 Section 10, RFC 7638).")
 		}
 		sess.Extra[extraDPoPJKT] = jkt
 	}
 	resp, err := s.provider.NewAuthorizeResponse(tx, ar, sess)
 	if err != nil {
-		s.writeAuthorizeError(w, ar, err)
-		return
+		return nil, err
 	}
 	if uri, pushed := isPAR(ar); pushed {
 		// RFC 9126 §4: one code per pushed request, decided by a
 		// conditional write in this transaction (par.go).
 		if err := s.store.UsePARRequest(tx, s.provider.par.signature(uri)); err != nil {
 			if errors.Is(err, storage.ErrInactiveToken) || errors.Is(err, storage.ErrNotFound) {
-				s.writeAuthorizeError(w, ar, fosite.ErrInvalidRequestURI.WithHint("The request_uri was already used (RFC 9126 Section 4)."))
-				return
+				return nil, fosite.ErrInvalidRequestURI.WithHint("The request_uri was already used (RFC 9126 Section 4).")
 			}
-			s.log.Error("use pushed request", "error", err)
-			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
-			return
+			return nil, fosite.ErrServerError.WithWrap(err)
 		}
 	}
 	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
-		if !errors.Is(err, identity.ErrNoSession) {
-			s.log.Error("use session", "error", err)
-			s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
-			return
+		if errors.Is(err, identity.ErrNoSession) {
+			return nil, errSessionEnded
 		}
-		s.cookies.clearSession(w)
-		s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
-		return
+		return nil, fosite.ErrServerError.WithWrap(err)
 	}
-	if !s.noteSessionClient(tx, w, ar, cur) {
-		return
+	if err := s.noteSessionClient(tx, ar, cur); err != nil {
+		return nil, fosite.ErrServerError.WithWrap(err)
 	}
-	if err := s.store.Commit(tx); err != nil {
-		if errors.Is(err, storage.ErrNotFound) {
-			// The session's use was queued (UseSession): it ended
-			// meanwhile (or the client was deleted); no code exists.
-			s.cookies.clearSession(w)
-			s.renderError(w, http.StatusUnauthorized, "Your session has ended.", "Go back to the app and sign in again.")
-			return
-		}
-		s.log.Error("commit code", "error", err)
-		s.writeAuthorizeError(w, ar, fosite.ErrServerError.WithWrap(err))
-		return
-	}
-	// RFC 9207 §2: the authorization response carries the issuer.
-	resp.AddParameter("iss", s.cfg.Issuer)
-	s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
+	return resp, nil
 }

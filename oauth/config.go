@@ -40,6 +40,10 @@ type Config struct {
 	AuthorizeCodeTTL time.Duration
 	// AccessTokenTTL is the access token lifetime (default 1h).
 	AccessTokenTTL time.Duration
+	// AuthSessionTTL is the lifetime of an auth_session of the
+	// authorization challenge endpoint (AUTHD_AUTH_SESSION_TTL, default
+	// 5m; package authsession).
+	AuthSessionTTL time.Duration
 	// RefreshTokenTTL is the refresh token lifetime (default 720h).
 	RefreshTokenTTL time.Duration
 	// ReplayWindow is how long a completed token exchange can be replayed
@@ -202,6 +206,9 @@ func (c *Config) applyDefaults() {
 	if c.AccessTokenTTL == 0 {
 		c.AccessTokenTTL = time.Hour
 	}
+	if c.AuthSessionTTL == 0 {
+		c.AuthSessionTTL = 5 * time.Minute
+	}
 	if c.RefreshTokenTTL == 0 {
 		c.RefreshTokenTTL = 720 * time.Hour
 	}
@@ -264,6 +271,11 @@ func (c *Config) Validate() error {
 	}
 	if c.IDTokenTTL < time.Second {
 		return fmt.Errorf("ID token TTL: must be at least 1s, got %s", c.IDTokenTTL)
+	}
+	if c.AuthSessionTTL < 10*time.Second || c.AuthSessionTTL > time.Hour {
+		// Long enough to type a code, short enough that a stolen handle
+		// ages out (draft-ietf-oauth-first-party-apps-04 §9).
+		return fmt.Errorf("auth session TTL: must be between 10s and 1h, got %s", c.AuthSessionTTL)
 	}
 	if c.SilentSSO != SilentSSOAssured && c.SilentSSO != SilentSSONever {
 		return fmt.Errorf("silent SSO: %q is not %q or %q", c.SilentSSO, SilentSSOAssured, SilentSSONever)

@@ -43,6 +43,9 @@ type metadata struct {
 	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 	// PAR (RFC 9126 §5).
 	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
+	// draft-ietf-oauth-first-party-apps-04 §4.1: the authorization
+	// challenge endpoint (for first_party clients).
+	AuthorizationChallengeEndpoint string `json:"authorization_challenge_endpoint"`
 	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 	// OpenID Connect Back-Channel Logout 1.0 §2.1: logout tokens are
 	// POSTed to clients' backchannel_logout_uri, always with a sid.
@@ -91,6 +94,7 @@ func (s *Server) metadataDocument() metadata {
 		AcrValuesSupported:                 acrValuesSupported,
 		DPoPSigningAlgValuesSupported:      dpop.SigningAlgs(),
 		PushedAuthorizationRequestEndpoint: iss + pathPAR,
+		AuthorizationChallengeEndpoint:     iss + pathChallenge,
 		RequirePushedAuthorizationRequests: s.cfg.RequirePAR,
 		BackchannelLogoutSupported:         true,
 		BackchannelLogoutSessionSupported:  true,

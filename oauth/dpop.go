@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -61,7 +62,7 @@ func (s *Server) checkDPoP(ctx context.Context, req *tokenRequest, requireDPoP b
 	case len(vs) > 1:
 		return errInvalidDPoPProof("More than one DPoP header (RFC 9449 Section 4.3).")
 	}
-	p, err := s.dpopToken.Verify(ctx, vs[0], dpop.Request{Method: http.MethodPost, URL: s.cfg.Issuer + pathToken})
+	p, err := s.dpopToken.Verify(ctx, vs[0], dpop.Request{Method: http.MethodPost, URL: s.cfg.Issuer + cmp.Or(req.htu, pathToken)})
 	if errors.Is(err, dpop.ErrUseNonce) {
 		return errUseDPoPNonce
 	}

@@ -44,6 +44,9 @@ type answer struct {
 	// superseded are the keys of the grant's earlier replay records that
 	// this rotation superseded; their cache entries must go.
 	superseded []string
+	// reply is the challenge endpoint's answer (challenge.go) instead of
+	// body; sealed and windowEnd as for a token response.
+	reply *challengeReply
 }
 
 // tokenBody is the JSON body of a token response (RFC 6749 §5.1).

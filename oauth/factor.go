@@ -80,7 +80,14 @@ const mfaFactor = "otp"
 // user's factors are read only when the session is below two factors.
 // A read that fails asks (fail closed).
 func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
-	need := max(2, a.authn.acr.need())
+	return s.factorRequiredFor(a.r.Context(), a.authn.acr, a.client.RequireMFA, a.cur.user, a.cur.session.AMR)
+}
+
+// factorRequiredFor is factorRequired's rule for a request asking acr, of
+// a client that may require two factors, and a user whose proof so far is
+// amr: the authorization endpoint's and the challenge endpoint's.
+func (s *Server) factorRequiredFor(ctx context.Context, acr acrRequest, clientRequires bool, u identity.User, amr []string) (required, sessionMeets bool) {
+	need := max(2, acr.need())
 	if need > 2 {
 		// phr alone: two factors are asked (the page offers the user's
 		// passkey, which gives phr, beside the other factors);
@@ -88,16 +95,15 @@ func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 		// acr says what was done.
 		need = 2
 	}
-	level := amrLevel(a.cur.session.AMR)
+	level := amrLevel(amr)
 	if level >= need {
 		return false, true
 	}
-	if a.authn.acr.need() >= 2 || a.client.RequireMFA {
+	if acr.need() >= 2 || clientRequires {
 		return true, false
 	}
-	ctx := a.r.Context()
 	if s.mfa != nil {
-		has, req, err := s.mfa.State(ctx, a.cur.user.Subject)
+		has, req, err := s.mfa.State(ctx, u.Subject)
 		if err != nil {
 			s.log.Error("read second factor", "error", err)
 			return true, false
@@ -111,7 +117,7 @@ func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 		if s.mfa != nil && f.Name() == mfaFactor {
 			continue
 		}
-		ok, err := f.Has(ctx, a.cur.user)
+		ok, err := f.Has(ctx, u)
 		if err != nil {
 			s.log.Error("read factor", "factor", f.Name(), "error", err)
 			return true, false

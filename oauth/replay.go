@@ -84,7 +84,7 @@ func (c *replayCache) exchange(ctx context.Context, req *tokenRequest) (*answer,
 		}
 		switch res.Outcome {
 		case exchangecache.Completed:
-			if a, ok := openAnswer(c.sealKey, req, res.Sealed, c.now()); ok {
+			if a, ok := openReplay(c.sealKey, req, res.Sealed, c.now()); ok {
 				c.metrics.replay.WithLabelValues("hit").Inc()
 				a.path = pathReplay
 				return a, nil
@@ -159,4 +159,13 @@ func (c *replayCache) claimed(ctx context.Context, req *tokenRequest, owner stri
 func (c *replayCache) failOpen(err error) {
 	c.metrics.replay.WithLabelValues("fail_open").Inc()
 	c.log.Debug("replay cache unavailable; answering from PostgreSQL", "error", err)
+}
+
+// openReplay opens a cached answer of either kind of exchange: a token
+// response, or a challenge step's reply (key prefix "a:").
+func openReplay(sealKey []byte, req *tokenRequest, sealed []byte, now time.Time) (*answer, bool) {
+	if req.step != nil {
+		return openChallenge(sealKey, req, sealed)
+	}
+	return openAnswer(sealKey, req, sealed, now)
 }

@@ -55,6 +55,7 @@ func (s *Server) routes() http.Handler {
 	r.Handle(pathAccountMFAQR, html(s.handleAccountMFAQR)).Methods(http.MethodGet)
 	r.HandleFunc(pathRevoke, s.handleRevoke).Methods(http.MethodPost)
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
+	r.HandleFunc(pathChallenge, s.handleChallenge).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
 	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"github.com/authd/authd/authsession"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -45,6 +46,13 @@ type Server struct {
 	revoker    Store // every revocation goes through it (Deps.Store)
 	grants     map[string]grant
 	exchanger  exchanger
+
+	// The challenge endpoint (challenge.go): its exchanger (the replay
+	// cache around the steps), the key of its replay identities, and the
+	// auth sessions.
+	challenger   exchanger
+	challengeKey []byte
+	authSessions *authsession.Service
 
 	// dpopToken verifies DPoP proofs at the token endpoint (nonces as
 	// configured), dpopResource at UserInfo (no nonce, RFC 9449 §7).
@@ -141,6 +149,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		keys: deps.Keys, issuer: cfg.Issuer, idTokenTTL: cfg.IDTokenTTL, users: deps.Store, security: s.security}
 	if deps.Cache != nil && !cfg.DisableReplay {
 		s.exchanger = &replayCache{next: s.exchanger, cache: deps.Cache, sealKey: sealKey,
+			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
+	}
+	s.challengeKey = deriveKey(cfg.Secret, "challenge-step")
+	s.authSessions = authsession.New(deps.Store, authsession.Options{TTL: cfg.AuthSessionTTL, Now: deps.Now})
+	s.challenger = challengeSteps{s: s}
+	if deps.Cache != nil && !cfg.DisableReplay {
+		s.challenger = &replayCache{next: s.challenger, cache: deps.Cache, sealKey: sealKey,
 			waitLimit: cfg.ReplayWaitTimeout, now: deps.Now, metrics: s.metrics, log: deps.Logger}
 	}
 	s.limits = deps.Limits

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"github.com/authd/authd/authsession"
 	"context"
 	"time"
 
@@ -40,6 +41,8 @@ type Store interface {
 	// transaction.
 	federation.LinkStore
 	ConsumeSubjectToken(ctx context.Context, key string, expiresAt time.Time) (bool, error)
+	// The challenge endpoint's auth sessions (challenge_step.go).
+	authsession.Store
 	// The account page's linked providers (account.go).
 	ListFederatedIdentities(ctx context.Context, subject string) ([]*storage.FederatedIdentity, error)
 	UnlinkFederatedIdentity(ctx context.Context, subject, issuer, sub string) error

@@ -29,6 +29,12 @@ type tokenRequest struct {
 	// (dpop.go).
 	dpop bool
 	jkt  string
+	// htu is the endpoint's path the DPoP proof must name (RFC 9449
+	// §4.3); "" is the token endpoint.
+	htu string
+	// step is the challenge endpoint's parsed step (challenge.go); nil at
+	// the token endpoint.
+	step *challengeStep
 }
 
 // handleToken serves the token endpoint (RFC 6749 §3.2) as one pipeline

@@ -216,6 +216,9 @@ const (
 	CleanupPasskeyCeremonies = "passkey_ceremonies"
 	// CleanupPasskeyLinks deletes enrolment links that expired unused.
 	CleanupPasskeyLinks = "passkey_links"
+	// CleanupAuthSessions deletes the challenge endpoint's auth sessions
+	// once expired (done or not).
+	CleanupAuthSessions = "auth_sessions"
 )
 
 // Cleaner deletes expired rows in bounded batches, so no call holds locks

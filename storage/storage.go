@@ -93,6 +93,9 @@ type Client struct {
 	// SkipConsent marks a first-party client whose users are not asked
 	// for consent.
 	SkipConsent bool
+	// FirstParty (authd's first_party metadata): the client may use the
+	// Authorization Challenge Endpoint (draft-ietf-oauth-first-party-apps).
+	FirstParty bool
 	// CreatedAt and UpdatedAt are UTC, microsecond precision.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -259,6 +262,7 @@ type Store interface {
 	ProviderStore
 	LogoutStore
 	FactorStore
+	AuthSessionStore
 }
 
 // CodeRead returns a code read from a backend as fosite's contract wants

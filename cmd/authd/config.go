@@ -27,6 +27,7 @@ type config struct {
 	AccessTokenTTL  time.Duration
 	RefreshTokenTTL time.Duration
 	ReplayWindow    time.Duration
+	AuthSessionTTL  time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
 	DPoPNonce       string
@@ -66,6 +67,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.DurationVar(&c.AccessTokenTTL, "access-token-ttl", time.Hour, "access token lifetime (AUTHD_ACCESS_TOKEN_TTL)")
 	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 720*time.Hour, "refresh token lifetime (AUTHD_REFRESH_TOKEN_TTL)")
 	fs.DurationVar(&c.ReplayWindow, "replay-window", 30*time.Second, "how long a duplicate token exchange gets the original response; 0 disables (AUTHD_REPLAY_WINDOW)")
+	fs.DurationVar(&c.AuthSessionTTL, "auth-session-ttl", 5*time.Minute, "lifetime of an auth_session of the authorization challenge endpoint, a first-party app's native sign-in, 10s to 1h (AUTHD_AUTH_SESSION_TTL)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error (AUTHD_LOG_LEVEL)")
 	fs.StringVar(&c.DPoPNonce, "dpop-nonce", "on", "on: DPoP proofs at the token endpoint must carry a server nonce (RFC 9449 Section 8); off (AUTHD_DPOP_NONCE)")
 	fs.BoolVar(&c.RequirePAR, "require-par", false, "every authorization request must be pushed to /oauth2/par first (RFC 9126 Section 6) (AUTHD_REQUIRE_PAR)")
@@ -138,6 +140,9 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	if c.DPoPNonce != "" && c.DPoPNonce != "on" && c.DPoPNonce != "off" {
 		errs.addf("AUTHD_DPOP_NONCE: must be on or off (got %q)", c.DPoPNonce)
 	}
+	if c.AuthSessionTTL < 10*time.Second || c.AuthSessionTTL > time.Hour {
+		errs.addf("AUTHD_AUTH_SESSION_TTL: must be between 10s and 1h (got %s)", c.AuthSessionTTL)
+	}
 	if c.ReplayWindow < 0 {
 		errs.addf("AUTHD_REPLAY_WINDOW: must not be negative (got %s); 0 disables", c.ReplayWindow)
 	}
@@ -174,6 +179,7 @@ func (c *config) oauthConfig() oauth.Config {
 		AccessTokenTTL:   c.AccessTokenTTL,
 		RefreshTokenTTL:  c.RefreshTokenTTL,
 		ReplayWindow:     c.ReplayWindow,
+		AuthSessionTTL:   c.AuthSessionTTL,
 		TokenLimits:      oauth.TokenLimits{PerSecond: c.TokenRateLimit},
 		DemoVerifier:     c.demoVerifier,
 		RequirePAR:       c.RequirePAR,

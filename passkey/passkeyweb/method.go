@@ -88,6 +88,13 @@ func (m *Method) Verify(ctx context.Context, in signin.Input) (signin.Result, er
 	return signin.Result{User: u, AMR: append([]string(nil), passkey.AMR...)}, nil
 }
 
+// Options starts a sign-in for a caller other than the login page (the
+// authorization challenge endpoint, whose binding is the auth_session):
+// the options as the options route answers them ({"publicKey": …}).
+func (m *Method) Options(ctx context.Context, binding string) ([]byte, error) {
+	return m.svc.BeginLogin(ctx, binding)
+}
+
 // failure maps the service's errors onto the login page's.
 func failure(err error) error {
 	switch {

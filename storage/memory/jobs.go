@@ -30,6 +30,7 @@ var memoryCleanupKinds = []string{
 	storage.CleanupAccountFlows,
 	storage.CleanupMailOutbox,
 	storage.CleanupLogoutDeliveries,
+	storage.CleanupAuthSessions,
 }
 
 // CleanupKinds returns the kinds DeleteExpired cleans: every
@@ -81,6 +82,8 @@ func (s *Store) DeleteExpired(ctx context.Context, kind string, before time.Time
 		return s.DeleteExpiredCeremonies(ctx, before, limit)
 	case storage.CleanupPasskeyLinks:
 		return s.deleteExpiredLinks(ctx, before, limit)
+	case storage.CleanupAuthSessions:
+		return s.DeleteExpiredAuthSessions(ctx, before, limit)
 	case storage.CleanupClientAssertionJWTs:
 		n := 0
 		s.tx(func() {

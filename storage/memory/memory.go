@@ -75,6 +75,9 @@ type Store struct {
 	// created on first claim.
 	idempotency idempotencyTable
 
+	// authSessions are the challenge endpoint's sessions (authsessions.go).
+	authSessions map[string]storage.AuthSession
+
 	// replays holds the durable replay records (replay.go).
 	replays map[string]storage.ReplayRecord
 	// signingKeys, oldest generation first (signingkeys.go).

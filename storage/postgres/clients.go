@@ -17,7 +17,7 @@ var clientColumnNames = []string{"id", "secret_hash", "name", "redirect_uris", "
 	"response_types", "scopes", "token_endpoint_auth_method", "client_uri", "logo_uri", "contacts",
 	"skip_consent", "created_at", "updated_at", "post_logout_redirect_uris", "id_token_signed_response_alg",
 	"dpop_bound_access_tokens", "require_pushed_authorization_requests", "backchannel_logout_uri",
-	"backchannel_logout_session_required", "require_mfa"}
+	"backchannel_logout_session_required", "require_mfa", "first_party"}
 
 // clientColumns lists clientColumnNames for SELECT and INSERT.
 var clientColumns = strings.Join(clientColumnNames, ", ")
@@ -33,7 +33,7 @@ func scanClient(row pgx.Row, extra ...any) (*storage.Client, error) {
 		&c.ResponseTypes, &c.Scopes, &c.TokenEndpointAuthMethod, &c.ClientURI, &c.LogoURI,
 		&c.Contacts, &c.SkipConsent, &c.CreatedAt, &c.UpdatedAt, &c.PostLogoutRedirectURIs, &c.IDTokenSignedResponseAlg,
 		&c.DPoPBoundAccessTokens, &c.RequirePushedAuthorizationRequests, &c.BackchannelLogoutURI,
-		&c.BackchannelLogoutSessionRequired, &c.RequireMFA)
+		&c.BackchannelLogoutSessionRequired, &c.RequireMFA, &c.FirstParty)
 	if err := row.Scan(dst...); err != nil {
 		return nil, err
 	}
@@ -76,12 +76,12 @@ func (s *Store) CreateClient(ctx context.Context, c *storage.Client) error {
 	}
 	c.CreatedAt, c.UpdatedAt = storage.NormalizeTime(c.CreatedAt), storage.NormalizeTime(c.UpdatedAt)
 	_, err := s.q(ctx).Exec(ctx, `INSERT INTO clients (`+clientColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
 		c.ID, c.SecretHash, c.Name, nonNil(c.RedirectURIs), nonNil(c.GrantTypes),
 		nonNil(c.ResponseTypes), nonNil(c.Scopes), c.TokenEndpointAuthMethod, c.ClientURI,
 		c.LogoURI, nonNil(c.Contacts), c.SkipConsent, c.CreatedAt, c.UpdatedAt,
 		nonNil(c.PostLogoutRedirectURIs), c.IDTokenSignedResponseAlg, c.DPoPBoundAccessTokens,
-		c.RequirePushedAuthorizationRequests, c.BackchannelLogoutURI, c.BackchannelLogoutSessionRequired, c.RequireMFA)
+		c.RequirePushedAuthorizationRequests, c.BackchannelLogoutURI, c.BackchannelLogoutSessionRequired, c.RequireMFA, c.FirstParty)
 	return translate(fmt.Sprintf("create client %q", c.ID), err)
 }
 
@@ -100,14 +100,14 @@ func (s *Store) UpdateClient(ctx context.Context, c *storage.Client) error {
 		skip_consent = $12, updated_at = $13, post_logout_redirect_uris = $14,
 		id_token_signed_response_alg = $15, dpop_bound_access_tokens = $16,
 		require_pushed_authorization_requests = $17, backchannel_logout_uri = $18,
-		backchannel_logout_session_required = $19, require_mfa = $20
+		backchannel_logout_session_required = $19, require_mfa = $20, first_party = $21
 		WHERE id = $1 RETURNING created_at`,
 		c.ID, c.SecretHash, c.Name, nonNil(c.RedirectURIs), nonNil(c.GrantTypes),
 		nonNil(c.ResponseTypes), nonNil(c.Scopes), c.TokenEndpointAuthMethod, c.ClientURI,
 		c.LogoURI, nonNil(c.Contacts), c.SkipConsent, c.UpdatedAt,
 		nonNil(c.PostLogoutRedirectURIs), c.IDTokenSignedResponseAlg, c.DPoPBoundAccessTokens,
 		c.RequirePushedAuthorizationRequests, c.BackchannelLogoutURI,
-		c.BackchannelLogoutSessionRequired, c.RequireMFA).Scan(&c.CreatedAt)
+		c.BackchannelLogoutSessionRequired, c.RequireMFA, c.FirstParty).Scan(&c.CreatedAt)
 	c.CreatedAt = storage.NormalizeTime(c.CreatedAt)
 	return translate(fmt.Sprintf("update client %q", c.ID), err)
 }

@@ -242,6 +242,7 @@ var cleanupWhere = []struct{ kind, where string }{
 	{storage.CleanupLogoutDeliveries, `status <> 'pending' AND finished_at < $1`},
 	{storage.CleanupPasskeyCeremonies, `expires_at < $1`},
 	{storage.CleanupPasskeyLinks, `expires_at < $1`},
+	{storage.CleanupAuthSessions, `expires_at < $1`},
 }
 
 // CleanupKinds returns every storage.Cleanup* kind: the schema holds them

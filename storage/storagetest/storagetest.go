@@ -96,7 +96,7 @@ var cases = []testCase{
 // Run runs the conformance suite. newStore must return a fresh, empty store
 // for each case, and register its own cleanup with t.Cleanup.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
-	for _, tc := range slices.Concat(cases, idempotencyCases, peopleCases, parCases, logoutCases, factorCases) {
+	for _, tc := range slices.Concat(cases, idempotencyCases, peopleCases, parCases, logoutCases, factorCases, authSessionCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.run(t, newStore(t))
