@@ -45,7 +45,7 @@ type metadata struct {
 	PushedAuthorizationRequestEndpoint string `json:"pushed_authorization_request_endpoint"`
 	// draft-ietf-oauth-first-party-apps-04 §4.1: the authorization
 	// challenge endpoint (for first_party clients).
-	AuthorizationChallengeEndpoint string `json:"authorization_challenge_endpoint"`
+	AuthorizationChallengeEndpoint     string `json:"authorization_challenge_endpoint"`
 	RequirePushedAuthorizationRequests bool   `json:"require_pushed_authorization_requests"`
 	// OpenID Connect Back-Channel Logout 1.0 §2.1: logout tokens are
 	// POSTed to clients' backchannel_logout_uri, always with a sid.

@@ -1,8 +1,8 @@
 package oauth
 
 import (
-	"github.com/authd/authd/authsession"
 	"errors"
+	"github.com/authd/authd/authsession"
 	"log/slog"
 	"net/http"
 	"net/url"

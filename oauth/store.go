@@ -1,8 +1,8 @@
 package oauth
 
 import (
-	"github.com/authd/authd/authsession"
 	"context"
+	"github.com/authd/authd/authsession"
 	"time"
 
 	"github.com/ory/fosite"

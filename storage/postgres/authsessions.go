@@ -64,4 +64,3 @@ func (s *Store) DeleteExpiredAuthSessions(ctx context.Context, now time.Time, li
 	}
 	return int(tag.RowsAffected()), nil
 }
-
