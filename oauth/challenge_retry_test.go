@@ -1,0 +1,163 @@
+package oauth_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/authd/authd/exchangecache/redistest"
+	"github.com/authd/authd/oauth"
+)
+
+// Every step of the challenge endpoint is safe to retry (issue 28): the
+// same request repeated, concurrently and then sequentially, gets the first
+// answer byte for byte, is counted once, consumes once and mints one code;
+// with its Redis entry gone it is answered from the replay record.
+
+// newChallengeHarness is authd on PostgreSQL + Redis with the first-party
+// clients.
+func newChallengeHarness(t *testing.T, cfg func(*oauth.Config), o harnessOpts) (*harness, *redis.Client, string) {
+	t.Helper()
+	cache, client, prefix := redisCache(t, redistest.Addr(t))
+	o.backend, o.cache, o.cfg = "postgres", cache, cfg
+	h := newHarness(t, o)
+	seedFirstParty(t, h)
+	return h, client, prefix
+}
+
+// repeat sends form n times concurrently and then seq times one after
+// another, and fails unless every answer is the first's, byte for byte.
+func (h *harness) repeat(t *testing.T, form url.Values, hdr func() http.Header, n, seq int) challengeResult {
+	t.Helper()
+	results := make([]challengeResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { results[i] = h.challenge(t, form, hdrOf(hdr)) })
+	}
+	wg.Wait()
+	for range seq {
+		results = append(results, h.challenge(t, form, hdrOf(hdr)))
+	}
+	for i, r := range results {
+		if r.status != results[0].status || !bytes.Equal(r.raw, results[0].raw) {
+			t.Fatalf("answer %d differs: %d %s vs %d %s", i, r.status, r.raw, results[0].status, results[0].raw)
+		}
+	}
+	return results[0]
+}
+
+func hdrOf(f func() http.Header) http.Header {
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// dropRedis deletes the test's Redis entries (a flush, an eviction).
+func dropRedis(t *testing.T, client *redis.Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := client.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		if err := client.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *harness) countCodes(t *testing.T, clientID string) int {
+	t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM authorize_codes WHERE client_id = $1`, clientID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestChallengeRetryPasswordStep: a wrong password repeated is one
+// attempt (the strict per-username-and-address back-off locks at the
+// sixth distinct attempt, as on the login page); the final step repeated
+// is one code; a different input after success is invalid_session.
+func TestChallengeRetryPasswordStep(t *testing.T) {
+	h, client, prefix := newChallengeHarness(t, nil, harnessOpts{})
+	first, _ := firstStep(fpClient)
+
+	// Four wrong passwords, each 16 times at once and 3 times after.
+	var handle string
+	for i, pw := range []string{"wrong-1", "wrong-2", "wrong-3", "wrong-4"} {
+		form := with(first, "username", testUser, "password", pw)
+		if handle != "" {
+			form = url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {pw}}
+		}
+		res := h.repeat(t, form, nil, 16, 3)
+		if res.status != http.StatusForbidden || res.str("error") != "insufficient_authorization" || res.str("auth_session") == "" {
+			t.Fatalf("wrong password %d: %d %s", i, res.status, res.raw)
+		}
+		handle = res.str("auth_session")
+	}
+	// Redis flushed: the last one is answered from its record, not
+	// counted again.
+	dropRedis(t, client, prefix)
+	last := url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {"wrong-4"}}
+	if res := h.challenge(t, last, nil); res.status != http.StatusForbidden {
+		t.Fatalf("from the record: %d %s", res.status, res.raw)
+	}
+	// The fifth distinct failure is still answered; the sixth is held
+	// back (FreeFailures 5): duplicates were not counted.
+	fifth := h.challenge(t, url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {"wrong-5"}}, nil)
+	if fifth.status != http.StatusForbidden || fifth.str("error") != "insufficient_authorization" {
+		t.Fatalf("fifth failure: %d %s", fifth.status, fifth.raw)
+	}
+	sixth := h.challenge(t, url.Values{"client_id": {fpClient}, "auth_session": {fifth.str("auth_session")}, "username": {testUser}, "password": {testPassword}}, nil)
+	if sixth.status != http.StatusTooManyRequests || sixth.header.Get("Retry-After") == "" {
+		t.Fatalf("sixth attempt: %d %s, want 429 with Retry-After", sixth.status, sixth.raw)
+	}
+}
+
+func TestChallengeRetryFinalStep(t *testing.T) {
+	h, client, prefix := newChallengeHarness(t, nil, harnessOpts{})
+	// A wrong password first, so that the final step continues a session.
+	first, verifier := firstStep(fpClient)
+	bad := h.challenge(t, with(first, "username", testUser, "password", "nope"), nil)
+	handle := bad.str("auth_session")
+	if bad.status != http.StatusForbidden || handle == "" {
+		t.Fatalf("wrong password: %d %s", bad.status, bad.raw)
+	}
+	form := url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {testPassword}}
+	res := h.repeat(t, form, nil, 16, 3)
+	code := res.str("authorization_code")
+	if res.status != 200 || code == "" {
+		t.Fatalf("final step: %d %s", res.status, res.raw)
+	}
+	if n := h.countCodes(t, fpClient); n != 1 {
+		t.Fatalf("%d codes minted, want 1", n)
+	}
+	dropRedis(t, client, prefix)
+	if again := h.challenge(t, form, nil); again.status != 200 || !bytes.Equal(again.raw, res.raw) {
+		t.Fatalf("from the record: %d %s", again.status, again.raw)
+	}
+	if n := h.countCodes(t, fpClient); n != 1 {
+		t.Fatalf("%d codes minted, want 1", n)
+	}
+	// Another input with the same auth_session after success.
+	for _, other := range []url.Values{
+		{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {testPassword + " "}},
+		{"client_id": {fpClient}, "auth_session": {handle}, "otp": {"123456"}},
+	} {
+		if r := h.challenge(t, other, nil); r.status != http.StatusBadRequest || r.str("error") != "invalid_session" {
+			t.Fatalf("other input after success: %d %s", r.status, r.raw)
+		}
+	}
+	tok := h.redeemNative(t, code, verifier)
+	if tok.str("access_token") == "" {
+		t.Fatalf("tokens: %v", tok.body)
+	}
+}
