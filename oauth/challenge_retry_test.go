@@ -5,8 +5,10 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -160,4 +162,62 @@ func TestChallengeRetryFinalStep(t *testing.T) {
 	if tok.str("access_token") == "" {
 		t.Fatalf("tokens: %v", tok.body)
 	}
+}
+
+// TestChallengeOTPStep: password → insufficient_authorization naming the
+// factors → otp → code → tokens whose ID token has amr pwd and otp; the
+// otp step repeated 16 times at once and 3 after is one use of the code
+// and one code minted, and the TOTP code is used up.
+func TestChallengeOTPStep(t *testing.T) {
+	clk := &testClock{}
+	h, _, _ := newChallengeHarness(t, nil, harnessOpts{now: clk.now})
+	b := newBrowser(t)
+	h.tokensFor(t, b, testUser, testPassword)
+	secret, _ := h.setUpTOTP(t, b, clk)
+	clk.advance(30 * time.Second) // the set-up used this step's code
+
+	first, verifier := firstStep(fpClient)
+	res := h.repeat(t, with(first, "username", testUser, "password", testPassword), nil, 16, 2)
+	handle := res.str("auth_session")
+	if res.status != http.StatusForbidden || res.str("error") != "insufficient_authorization" || handle == "" ||
+		!slices.Contains(anyStrings(res.body["factors"]), "otp") {
+		t.Fatalf("password step: %d %s", res.status, res.raw)
+	}
+	// A wrong code: the same session goes on.
+	wrong := h.challenge(t, url.Values{"client_id": {fpClient}, "auth_session": {handle}, "otp": {"00000x"}}, nil)
+	if wrong.status != http.StatusForbidden || wrong.str("error") != "insufficient_authorization" || wrong.str("auth_session") != handle {
+		t.Fatalf("wrong code: %d %s", wrong.status, wrong.raw)
+	}
+	code := totpCode(t, clk, secret)
+	form := url.Values{"client_id": {fpClient}, "auth_session": {handle}, "otp": {code}}
+	done := h.repeat(t, form, nil, 16, 3)
+	if done.status != 200 || done.str("authorization_code") == "" {
+		t.Fatalf("otp step: %d %s", done.status, done.raw)
+	}
+	if n := h.countCodes(t, fpClient); n != 1 {
+		t.Fatalf("%d codes minted, want 1", n)
+	}
+	tok := h.redeemNative(t, done.str("authorization_code"), verifier)
+	c := jwtClaims(t, tok.str("id_token"))
+	amr := anyStrings(c["amr"])
+	if !slices.Contains(amr, "pwd") || !slices.Contains(amr, "otp") || c["acr"] != "urn:authd:acr:2fa" {
+		t.Fatalf("ID token amr %v acr %v", amr, c["acr"])
+	}
+	// The TOTP code was used once: another sign-in cannot use it.
+	first2, _ := firstStep(fpClient)
+	res2 := h.challenge(t, with(first2, "username", testUser, "password", testPassword), nil)
+	again := h.challenge(t, url.Values{"client_id": {fpClient}, "auth_session": {res2.str("auth_session")}, "otp": {code}}, nil)
+	if again.status != http.StatusForbidden || again.str("error") != "insufficient_authorization" {
+		t.Fatalf("used code again: %d %s", again.status, again.raw)
+	}
+}
+
+func anyStrings(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
 }
