@@ -36,8 +36,8 @@ import (
 //   - the first request (no auth_session): response_type=code (optional),
 //     scope, code_challenge and code_challenge_method=S256 (required: authd
 //     requires PKCE everywhere), and optionally nonce, acr_values,
-//     prompt=consent, redirect_uri (used only by a redirect_to_web) and
-//     login_hint;
+//     prompt=consent, and redirect_uri, state and login_hint (used only by
+//     a redirect_to_web);
 //   - auth_session on every later request (§5.2.2);
 //   - exactly one input: username and password; otp (a TOTP or recovery
 //     code); passkey=options (ask for a passkey challenge); or
@@ -188,7 +188,7 @@ func parseChallenge(form url.Values) (*challengeStep, error) {
 			return nil, err
 		}
 		st.params = url.Values{}
-		for _, k := range []string{"nonce", "acr_values", "prompt", "redirect_uri", "login_hint"} {
+		for _, k := range []string{"nonce", "acr_values", "prompt", "redirect_uri", "login_hint", "state"} {
 			if v := form.Get(k); v != "" {
 				st.params.Set(k, v)
 			}

@@ -335,7 +335,8 @@ func (s *Server) nextReply(tx context.Context, st *stepState) (*challengeReply, 
 // ones: methods (first-factor inputs the app may send: "password",
 // "passkey"), factors (second-factor inputs: "otp", "passkey") and
 // passkey_options (PublicKeyCredentialRequestOptions as JSON, after
-// passkey=options).
+// passkey=options) and, with redirect_to_web, request_uri, expires_in
+// and state.
 type challengeBody struct {
 	AuthorizationCode string          `json:"authorization_code,omitempty"`
 	Error             string          `json:"error,omitempty"`
@@ -346,6 +347,9 @@ type challengeBody struct {
 	PasskeyOptions    json.RawMessage `json:"passkey_options,omitempty"`
 	RequestURI        string          `json:"request_uri,omitempty"`
 	ExpiresIn         int64           `json:"expires_in,omitempty"`
+	// State is the state of a redirect_to_web's pushed request: the
+	// first request's, or one authd chose.
+	State string `json:"state,omitempty"`
 }
 
 func replyOf(status int, b challengeBody) *challengeReply {

@@ -2,6 +2,8 @@ package oauth
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -94,10 +96,22 @@ func (s *Server) redirectToWeb(tx context.Context, st *stepState, desc string) (
 	r := st.req.r
 	form := url.Values{"client_id": {st.client.ID}, "response_type": {"code"},
 		"code_challenge": {st.as.CodeChallenge}, "code_challenge_method": {"S256"}}
-	for _, k := range []string{"scope", "nonce", "acr_values", "prompt", "redirect_uri", "login_hint"} {
+	for _, k := range []string{"scope", "nonce", "acr_values", "prompt", "redirect_uri", "login_hint", "state"} {
 		if v := st.params.Get(k); v != "" {
 			form.Set(k, v)
 		}
+	}
+	if form.Get("redirect_uri") == "" && len(st.client.RedirectURIs) == 1 {
+		// OpenID Connect Core §3.1.2.1 requires one; the client's only
+		// registered URI is the one it would name.
+		form.Set("redirect_uri", st.client.RedirectURIs[0])
+	}
+	if form.Get("state") == "" {
+		// The browser's redirect carries a state (RFC 6749 §10.12); the
+		// app gets it with the request_uri to compare.
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		form.Set("state", base64.RawURLEncoding.EncodeToString(b[:]))
 	}
 	if form.Get("login_hint") == "" && st.user.Username != "" {
 		form.Set("login_hint", st.user.Username)
@@ -133,5 +147,5 @@ func (s *Server) redirectToWeb(tx context.Context, st *stepState, desc string) (
 	}
 	st.as.Done = true
 	return replyOf(http.StatusForbidden, challengeBody{Error: "redirect_to_web", Description: errorDescription(desc),
-		RequestURI: resp.GetRequestURI(), ExpiresIn: int64(resp.GetExpiresIn())}), nil
+		RequestURI: resp.GetRequestURI(), ExpiresIn: int64(resp.GetExpiresIn()), State: form.Get("state")}), nil
 }
