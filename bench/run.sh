@@ -11,7 +11,9 @@
 # free when the script starts; every run first checks (authbench
 # -server-pid) that the process answering is the one this script started.
 # The passkey mode signs in with a software authenticator (ES256) where
-# login types the password (argon2id).
+# login types the password (argon2id); the challenge mode does the same at
+# the authorization challenge endpoint (a first-party app's native
+# sign-in, no browser).
 # Per iteration, the table also has authd's CPU time and the SQL statements,
 # Redis commands and round trips it sent (its /metrics counters, read when
 # each timed phase starts and ends).
@@ -44,7 +46,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${BENCH_DURATION:-20s}
 CONCURRENCY=${BENCH_CONCURRENCY:-16 64}
-MODES=${BENCH_MODES:-login passkey sso sso-https sso-consent exchange burst exchange-dpop token-exchange replay replay-dpop refresh introspect client-credentials}
+MODES=${BENCH_MODES:-login passkey challenge sso sso-https sso-consent exchange burst exchange-dpop token-exchange replay replay-dpop refresh introspect client-credentials}
 BURST=${BENCH_BURST:-200}
 BURST_CONCURRENCY=${BENCH_BURST_CONCURRENCY:-16}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
@@ -153,7 +155,21 @@ EOF
 EOF
 ;;
 esac
-[ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] && [ -n "$native" ] || { echo "client registration failed" >&2; exit 1; }
+# The first-party app of the challenge mode (first_party; skip_consent for
+# the untimed browser sign-in that adds its passkeys). Registered only for
+# that mode (bench/compare.sh runs revisions without first_party).
+firstparty=none
+case " $MODES " in *" challenge "*)
+firstparty=$("$work/authd" clients add <<'EOF' | client_id
+{"client_name": "authbench (first-party native app)", "redirect_uris": ["dev.authd.authbench:/callback"],
+ "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"],
+ "response_types": ["code"], "scope": "openid offline_access", "skip_consent": true, "first_party": true,
+ "id_token_signed_response_alg": "ES256"}
+EOF
+)
+;;
+esac
+[ -n "$firstparty" ] && [ -n "$public" ] && [ -n "$third" ] && [ -n "$service" ] && [ -n "$service_secret" ] && [ -n "$native" ] || { echo "client registration failed" >&2; exit 1; }
 
 log "starting authd serve on $ADDR (PostgreSQL + Redis, replay cache on, log level $LOG_LEVEL)"
 "$work/authd" serve 2>"$work/authd.log" &
@@ -239,6 +255,12 @@ run_mode() {
 		local pkuser="bench-passkey-$c-$RANDOM"
 		printf '%s\n' "$password" | "$work/authd" users add "$pkuser" >&2
 		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode passkey -user "$pkuser" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$public" ;;
+	challenge)
+		# A first-party app's passkey sign-in at the challenge endpoint;
+		# a user of its own per run, as for the passkey mode.
+		local fpuser="bench-challenge-$c-$RANDOM"
+		printf '%s\n' "$password" | "$work/authd" users add "$fpuser" >&2
+		AUTHBENCH_PASSWORD=$password bench "$m" "$c" -mode challenge -user "$fpuser" -target "http://$ADDR" -server-pid "$authd_pid" -client-id "$firstparty" ;;
 	token-exchange)
 		# The native sign-in: a fresh provider ID token per iteration
 		# (ES256, signed by authbench as the upstream), exchanged once.

@@ -122,7 +122,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stderr, usage+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.Mode, "mode", "", "login, passkey, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
+	fs.StringVar(&o.Mode, "mode", "", "login, passkey, challenge, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials or ceiling-http")
 	o.loadFlags(fs)
 	o.clientFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -133,7 +133,7 @@ func cmdLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	m, ok := modes[o.Mode]
 	if !ok {
-		return usagef("-mode: %q is not one of login, passkey, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
+		return usagef("-mode: %q is not one of login, passkey, challenge, sso, sso-consent, exchange, token-exchange, burst, replay, refresh, introspect, client-credentials, ceiling-http", o.Mode)
 	}
 	if err := o.validate(); err != nil {
 		return err
