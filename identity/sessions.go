@@ -56,6 +56,34 @@ func (s *Service) StartSession(ctx context.Context, subject string, amr []string
 // (an upstream provider's auth_time, say); zero, or a time after now,
 // means now.
 func (s *Service) StartSessionAt(ctx context.Context, subject string, amr []string, authTime time.Time) (string, Session, error) {
+	ref, x, err := s.openSession(ctx, subject, amr, authTime)
+	if err != nil {
+		return "", Session{}, err
+	}
+	s.TrimSessions(ctx, subject)
+	return ref, x, nil
+}
+
+// OpenSession is StartSessionAt for a caller that keeps no cookie and
+// holds a transaction (the authorization challenge endpoint): the session
+// row only. The caller calls TrimSessions after its commit: two sign-ins
+// of one user trimming each other's rows inside their transactions would
+// deadlock.
+func (s *Service) OpenSession(ctx context.Context, subject string, amr []string, authTime time.Time) (Session, error) {
+	_, x, err := s.openSession(ctx, subject, amr, authTime)
+	return x, err
+}
+
+// TrimSessions ends the user's oldest sessions beyond the cap (their apps
+// are told, as for any session's end). A failure leaves more sessions for
+// a while, never fewer, and the next sign-in trims again.
+func (s *Service) TrimSessions(ctx context.Context, subject string) {
+	if _, err := s.store.TrimSessions(ctx, subject, s.opts.MaxSessions); err != nil {
+		s.opts.Logger.Warn("identity: trim sessions", "error", err)
+	}
+}
+
+func (s *Service) openSession(ctx context.Context, subject string, amr []string, authTime time.Time) (string, Session, error) {
 	var b [refLen]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
 	ref := base64.RawURLEncoding.EncodeToString(b[:])
@@ -69,12 +97,6 @@ func (s *Service) StartSessionAt(ctx context.Context, subject string, amr []stri
 		CreatedAt: now, LastSeenAt: now}
 	if err := s.store.CreateSession(ctx, x); err != nil {
 		return "", Session{}, fmt.Errorf("identity: start session: %w", err)
-	}
-	// The cap: the oldest sessions beyond it end (their apps are told, as
-	// for any session's end). A failure leaves more sessions for a while,
-	// never fewer, and the next sign-in trims again.
-	if _, err := s.store.TrimSessions(ctx, subject, s.opts.MaxSessions); err != nil {
-		s.opts.Logger.Warn("identity: trim sessions", "error", err)
 	}
 	return ref, viewSession(x), nil
 }

@@ -221,3 +221,37 @@ func anyStrings(v any) []string {
 	}
 	return out
 }
+
+// TestChallengeRetryWithoutRedis: with the replay cache unreachable,
+// concurrent duplicates of a step are decided by PostgreSQL (the record's
+// key, the session's version): one outcome, one code, identical answers.
+func TestChallengeRetryWithoutRedis(t *testing.T) {
+	clk := &testClock{}
+	h := newHarness(t, harnessOpts{backend: "postgres", cache: downCache{}, now: clk.now})
+	seedFirstParty(t, h)
+	first, verifier := firstStep(fpClient)
+	res := h.repeat(t, with(first, "username", testUser, "password", testPassword), nil, 16, 2)
+	if res.status != 200 || res.str("authorization_code") == "" {
+		t.Fatalf("password step: %d %s", res.status, res.raw)
+	}
+	if n := h.countCodes(t, fpClient); n != 1 {
+		t.Fatalf("%d codes minted, want 1", n)
+	}
+	h.redeemNative(t, res.str("authorization_code"), verifier)
+
+	// The otp step, on a continuing session.
+	b := newBrowser(t)
+	h.tokensFor(t, b, testUser, testPassword)
+	secret, _ := h.setUpTOTP(t, b, clk)
+	clk.advance(30 * time.Second)
+	first, _ = firstStep(fpClient)
+	pw := h.challenge(t, with(first, "username", testUser, "password", testPassword), nil)
+	form := url.Values{"client_id": {fpClient}, "auth_session": {pw.str("auth_session")}, "otp": {totpCode(t, clk, secret)}}
+	done := h.repeat(t, form, nil, 16, 2)
+	if done.status != 200 || done.str("authorization_code") == "" {
+		t.Fatalf("otp step: %d %s", done.status, done.raw)
+	}
+	if n := h.countCodes(t, fpClient); n != 2 {
+		t.Fatalf("%d codes minted, want 2", n)
+	}
+}

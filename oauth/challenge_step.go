@@ -132,6 +132,7 @@ func (s *Server) challengeStep(ctx context.Context, req *tokenRequest) (*answer,
 		if err := s.store.Commit(tx); err != nil {
 			return nil, commitError(err)
 		}
+		s.trimAfter(ctx, st)
 		return a, nil
 	}
 	if a.sealed, err = sealReply(s.challengeKeySeal(), req.id, reply); err != nil {
@@ -148,7 +149,16 @@ func (s *Server) challengeStep(ctx context.Context, req *tokenRequest) (*answer,
 	if err != nil {
 		return nil, commitError(err)
 	}
+	s.trimAfter(ctx, st)
 	return a, nil
+}
+
+// trimAfter trims the user's sessions after a step that opened one,
+// outside its transaction (identity.OpenSession).
+func (s *Server) trimAfter(ctx context.Context, st *stepState) {
+	if st.as.Done && st.as.Subject != "" {
+		s.people.TrimSessions(context.WithoutCancel(ctx), st.as.Subject)
+	}
 }
 
 // commitError: a duplicate's record won (ErrAlreadyExists, answered from
@@ -285,6 +295,13 @@ func (s *Server) factorStepNative(tx context.Context, st *stepState, name string
 	res, err := s.factors[i].Verify(tx, st.user, signin.Input{Fields: st.req.step.fields, RemoteIP: clientIP(st.req.r)})
 	var f *signin.Failure
 	if errors.As(err, &f) && f.Status != http.StatusTooManyRequests {
+		// A duplicate of this request that ran concurrently (no Redis)
+		// may have used the code: it committed its answer before our
+		// check could see the code used. Not a wrong code: answered from
+		// its record, and not charged.
+		if rec, rerr := s.store.GetReplayRecord(tx, st.req.id.key); rerr == nil && rec.Fingerprint == st.req.id.fingerprint {
+			return storage.ErrAlreadyExists
+		}
 		s.chargeFactor(tx, cur)
 	}
 	return s.stepResult(st, res, err)
@@ -408,7 +425,7 @@ func (s *Server) nativeFactors(ctx context.Context, u identity.User) ([]string, 
 // challenge, without redirect_uri (draft §6: the token request sends
 // none), and to the DPoP key when the session has one (RFC 9449 §10).
 func (s *Server) issueChallengeCode(tx context.Context, st *stepState) (*challengeReply, error) {
-	_, bs, err := s.people.StartSessionAt(tx, st.as.Subject, st.as.AMR, st.as.AuthTime)
+	bs, err := s.people.OpenSession(tx, st.as.Subject, st.as.AMR, st.as.AuthTime)
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil, errInvalidSession // disabled or deleted meanwhile
