@@ -25,7 +25,7 @@ import (
 // authorization code (redeemed at the token endpoint with PKCE, §6) or the
 // next challenge. This file is the HTTP side, read top to bottom as the
 // token pipeline is: parse, authenticate the client, refuse what is not
-// first-party, parse the step, DPoP, the step's replay identity, the
+// first-party, parse the step, the client's rate limit, DPoP, the step's replay identity, the
 // exchange (challenge_step.go; the replay cache in front of it), one
 // writer. Every answer is RFC 6749 §5.2 JSON with Cache-Control: no-store.
 //
@@ -137,6 +137,12 @@ func (s *Server) challenge(req *tokenRequest) (*answer, error) {
 		}
 	}
 	req.step = step
+	// The client's request budget, as at the token endpoint
+	// (AUTHD_TOKEN_RATE_LIMIT); the password's own back-off is the
+	// login page's (signin/pwd).
+	if err := s.chargeClient(ctx, client); err != nil {
+		return nil, err
+	}
 	// §9, RFC 9449: a proof binds the auth_session (and the code) to its
 	// key. Checked before anything is read or consumed.
 	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {

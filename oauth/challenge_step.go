@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"fmt"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,9 @@ type stepState struct {
 	// failure is what the user must be told (a wrong password or code),
 	// answered as insufficient_authorization and recorded.
 	failure *signin.Failure
+	// grantID is the request ID of the code this step issued ("" for
+	// none): its replay record belongs to that grant.
+	grantID string
 }
 
 // challengeStep runs one step.
@@ -139,11 +143,17 @@ func (s *Server) challengeStep(ctx context.Context, req *tokenRequest) (*answer,
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
 	a.windowEnd = s.now().Add(window)
-	// The records of one auth_session share its request ID: each step's
-	// supersedes the one before (a late duplicate of an earlier step is
-	// then invalid_session, not an answer for a state that moved on).
+	// The final step's record belongs to the code's grant: revoking the
+	// grant (or the user's sessions and tokens) revokes it, and its
+	// replay is invalid_session. Each other step's record is a grant of
+	// its own, so no step supersedes another: the same wrong password
+	// typed again, after another, is still answered as the first time.
+	grant := st.grantID
+	if grant == "" {
+		grant = fmt.Sprintf("as:%s:%d", st.as.ID, st.as.Version)
+	}
 	a.superseded, err = s.store.CommitWithReplayRecord(tx, &storage.ReplayRecord{
-		Key: req.id.key, RequestID: "as:" + st.as.ID, ClientID: st.client.ID, Subject: st.as.Subject,
+		Key: req.id.key, RequestID: grant, ClientID: st.client.ID, Subject: st.as.Subject,
 		Fingerprint: req.id.fingerprint, Sealed: a.sealed, WindowEnd: a.windowEnd,
 	})
 	if err != nil {
@@ -454,6 +464,6 @@ func (s *Server) issueChallengeCode(tx context.Context, st *stepState) (*challen
 	if err != nil {
 		return nil, err
 	}
-	st.as.Done = true
+	st.as.Done, st.grantID = true, ar.GetID()
 	return replyOf(http.StatusOK, challengeBody{AuthorizationCode: resp.GetCode()}), nil
 }

@@ -134,3 +134,28 @@ func TestChallengePasswordCodeTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestChallengeSessionEndsWithUser: a native sign-in opens a session row
+// (no cookie) as the browser's does; disabling the user ends it and
+// revokes the tokens, and a retry of the final step is invalid_session.
+func TestChallengeSessionEndsWithUser(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "postgres"})
+	seedFirstParty(t, h)
+	first, verifier := firstStep(fpClient)
+	form := with(first, "username", testUser, "password", testPassword)
+	res := h.challenge(t, form, nil)
+	tok := h.redeemNative(t, res.str("authorization_code"), verifier)
+	var n int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d session rows, %v", n, err)
+	}
+	if r := h.admin(t, adminReq{method: "POST", path: "/admin/users/" + testUser + "/disable"}); r.status != 200 {
+		t.Fatalf("disable: %d %s", r.status, r.raw)
+	}
+	if h.introspect(t, tok.str("access_token")) {
+		t.Fatal("access token active after the user was disabled")
+	}
+	if r := h.challenge(t, form, nil); r.status != 400 || r.str("error") != "invalid_session" {
+		t.Fatalf("retry after disable: %d %s", r.status, r.raw)
+	}
+}

@@ -95,8 +95,10 @@ type stepSession struct {
 // next, in one order (node-oidc-provider's interaction policy, dex's
 // authflow dispatch): sign in, re-authenticate, second factor, consent,
 // one-tap confirmation, issue. Every request (a GET, every posted step, a
-// method's completion) ends here; prompt=none maps the answer to an error
-// (silentError) instead of deciding again.
+// method's completion, and each step of the authorization challenge
+// endpoint, challenge_step.go) ends here; prompt=none maps the answer to an
+// error (silentError) instead of deciding again, and the challenge endpoint
+// to its JSON answers (nextReply).
 func decide(in stepInput) step {
 	s := in.session
 	switch {
