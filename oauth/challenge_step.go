@@ -2,10 +2,10 @@ package oauth
 
 import (
 	"context"
-	"fmt"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
