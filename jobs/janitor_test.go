@@ -189,7 +189,7 @@ func TestJanitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(kinds) || n != 17 { // 8 seeded kinds + sessions, pushed requests, logout deliveries, the two passkey kinds, account flows, mail and the two federation kinds (unseeded here)
+	if n != len(kinds) || n != 18 { // 8 seeded kinds + sessions, pushed requests, logout deliveries, the two passkey kinds, account flows, mail, the two federation kinds and auth sessions (unseeded here)
 		t.Errorf("RunDue ran %d jobs, want one per kind (%d)", n, len(kinds))
 	}
 	if batches < 8*3 {

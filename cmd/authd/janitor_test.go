@@ -331,8 +331,8 @@ func TestJanitorThreeProcesses(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != 17 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + passkey ceremonies and links + account flows and mail + the two federation kinds
-		t.Errorf("%d janitor kinds ran, want 17", kinds)
+	if kinds != 18 { // 8 kinds of token, record and job rows + browser sessions + pushed requests + logout deliveries + passkey ceremonies and links + account flows and mail + the two federation kinds + auth sessions
+		t.Errorf("%d janitor kinds ran, want 18", kinds)
 	}
 
 	for i, p := range procs {
