@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,5 +254,55 @@ func TestChallengeRetryWithoutRedis(t *testing.T) {
 	}
 	if n := h.countCodes(t, fpClient); n != 2 {
 		t.Fatalf("%d codes minted, want 2", n)
+	}
+}
+
+// TestChallengeStoresNoSecret: neither Redis nor replay_records holds the
+// code, the auth_session or the password of a step, nor a plain hash of
+// the input (keys and fingerprints are HMACs).
+func TestChallengeStoresNoSecret(t *testing.T) {
+	h, client, prefix := newChallengeHarness(t, nil, harnessOpts{})
+	first, _ := firstStep(fpClient)
+	bad := h.challenge(t, with(first, "username", testUser, "password", "wrong-password-xyz"), nil)
+	form := url.Values{"client_id": {fpClient}, "auth_session": {bad.str("auth_session")}, "username": {testUser}, "password": {testPassword}}
+	res := h.challenge(t, form, nil)
+	code := res.str("authorization_code")
+	if code == "" {
+		t.Fatalf("no code: %s", res.raw)
+	}
+	secrets := []string{code, bad.str("auth_session"), testPassword, "wrong-password-xyz"}
+	ctx := context.Background()
+	keys, _ := client.Keys(ctx, prefix+"*").Result()
+	if len(keys) == 0 {
+		t.Fatal("nothing in Redis")
+	}
+	for _, k := range keys {
+		v, _ := client.Get(ctx, k).Result()
+		for _, s := range secrets {
+			if strings.Contains(k+v, s) {
+				t.Fatalf("Redis %s holds a secret", k)
+			}
+		}
+	}
+	rows, err := h.pool.Query(ctx, `SELECT key, fingerprint, encode(sealed, 'escape') FROM replay_records`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var k, fp, sealed string
+		if err := rows.Scan(&k, &fp, &sealed); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		for _, s := range secrets {
+			if strings.Contains(k+fp+sealed, s) {
+				t.Fatalf("replay record %s holds a secret", k)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d replay records, want 2", n)
 	}
 }

@@ -46,7 +46,9 @@ type AuthSessionStore interface {
 	// conditional write), and moves a.Version by one. Otherwise it
 	// returns ErrNotFound: another step advanced it first, it ended, or it
 	// expired. In a transaction, a concurrent update of the same session
-	// waits for it and then finds the version moved.
+	// waits for it and then finds the version moved. In a deferred
+	// transaction (Batcher) a backend may queue this write and
+	// CreateAuthSession: their errors are then the commit's.
 	UpdateAuthSession(ctx context.Context, a *AuthSession, now time.Time) error
 	// DeleteExpiredAuthSessions deletes up to limit sessions expired at
 	// now and returns how many it deleted.

@@ -8,12 +8,17 @@ import (
 	"github.com/authd/authd/storage"
 )
 
-// CreateAuthSession inserts a.
+// CreateAuthSession inserts a; in a deferred transaction the insert is
+// queued and goes with the commit (its failure fails the commit).
 func (s *Store) CreateAuthSession(ctx context.Context, a *storage.AuthSession) error {
-	_, err := s.q(ctx).Exec(ctx, `INSERT INTO auth_sessions (id, client_id, jkt, code_challenge, params, subject, amr,
-		auth_time, version, done, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		a.ID, a.ClientID, a.JKT, a.CodeChallenge, a.Params, a.Subject, nonNil(a.AMR), nullTime(a.AuthTime),
-		a.Version, a.Done, storage.NormalizeTime(a.ExpiresAt), storage.NormalizeTime(a.CreatedAt))
+	const sql = `INSERT INTO auth_sessions (id, client_id, jkt, code_challenge, params, subject, amr,
+		auth_time, version, done, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	args := []any{a.ID, a.ClientID, a.JKT, a.CodeChallenge, a.Params, a.Subject, nonNil(a.AMR), nullTime(a.AuthTime),
+		a.Version, a.Done, storage.NormalizeTime(a.ExpiresAt), storage.NormalizeTime(a.CreatedAt)}
+	if s.enqueue(ctx, "create auth session", sql, args...) {
+		return nil
+	}
+	_, err := s.q(ctx).Exec(ctx, sql, args...)
 	return translate("create auth session", err)
 }
 
@@ -41,10 +46,18 @@ func (s *Store) GetAuthSession(ctx context.Context, id string, now time.Time) (*
 // UpdateAuthSession is one conditional write on the version: a
 // concurrent update of the same row waits on its lock, then finds the
 // version moved and updates nothing.
+//
+// In a deferred transaction the write is queued and checked at the commit
+// (storage.ErrNotFound then fails the commit).
 func (s *Store) UpdateAuthSession(ctx context.Context, a *storage.AuthSession, now time.Time) error {
-	tag, err := s.q(ctx).Exec(ctx, `UPDATE auth_sessions SET subject = $3, amr = $4, auth_time = $5, done = $6,
-		version = version + 1 WHERE id = $1 AND version = $2 AND NOT done AND expires_at > $7`,
-		a.ID, a.Version, a.Subject, nonNil(a.AMR), nullTime(a.AuthTime), a.Done, now)
+	const sql = `UPDATE auth_sessions SET subject = $3, amr = $4, auth_time = $5, done = $6,
+		version = version + 1 WHERE id = $1 AND version = $2 AND NOT done AND expires_at > $7`
+	args := []any{a.ID, a.Version, a.Subject, nonNil(a.AMR), nullTime(a.AuthTime), a.Done, now}
+	if s.enqueueChecked(ctx, queuedOp{op: "update auth session", errNone: storage.ErrNotFound}, sql, args...) {
+		a.Version++
+		return nil
+	}
+	tag, err := s.q(ctx).Exec(ctx, sql, args...)
 	if err != nil {
 		return translate("update auth session", err)
 	}
