@@ -60,7 +60,7 @@ type Config struct {
 	// Signup enables sign-up (AUTHD_SIGNUP); Recovery enables password
 	// recovery (AUTHD_PASSWORD_RECOVERY).
 	Signup, Recovery bool
-	// Limits bound mail, sign-ups and guesses; nil is NewMemoryLimits(0).
+	// Limits bound mail, sign-ups and guesses; nil is NewLimits(LimitConfig{}).
 	Limits *Limits
 	Logger *slog.Logger
 	Now    func() time.Time
