@@ -41,7 +41,7 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p 
 		return identity.User{}, ErrCodeExpired
 	}
 	st := s.cfg.Store
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}

@@ -75,7 +75,7 @@ func (s *Service) Recover(ctx context.Context, id string, p Proof, newPassword, 
 	if err != nil {
 		return App{}, fmt.Errorf("accounts: hash password: %w", err)
 	}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}

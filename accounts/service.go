@@ -259,24 +259,6 @@ func (s *Service) check(ctx context.Context, id, purpose string, p Proof) (*stor
 	return f, nil
 }
 
-// inTx runs f in one transaction.
-func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
-	st := s.cfg.Store
-	tx, err := st.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = st.Rollback(tx)
-		}
-	}()
-	if err = f(tx); err != nil {
-		return err
-	}
-	return st.Commit(tx)
-}
-
 // use marks the flow used inside tx, or fails with ErrCodeUsed (a
 // concurrent use won).
 func (s *Service) use(tx context.Context, id string) error {

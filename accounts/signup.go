@@ -113,7 +113,7 @@ func (s *Service) allow(ctx context.Context, source, email string, extra ...stri
 // concurrently) sends nothing and answers the stored flow.
 func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.Message) (Pending, error) {
 	var created bool
-	err := s.inTx(ctx, func(tx context.Context) error {
+	err := storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		var err error
 		if created, err = s.cfg.Store.CreateAccountFlow(tx, f); err != nil || !created {
 			return err
@@ -175,7 +175,7 @@ func (s *Service) VerifySignUp(ctx context.Context, id string, p Proof) (identit
 	now := storage.NormalizeTime(s.cfg.Now())
 	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, Email: f.Email, EmailVerified: true,
 		CreatedAt: now, UpdatedAt: now}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}
