@@ -488,15 +488,9 @@ func (m *Manager) Prepare(ctx context.Context) error {
 // JWKS, List, Rotate) loaded, with states recomputed for now, and fails
 // only if no set was ever loaded or it has no key for alg.
 func (m *Manager) Sign(_ context.Context, alg string, payload []byte) (string, error) {
-	m.mu.Lock()
-	set := m.set
-	m.mu.Unlock()
-	if set == nil {
-		return "", fmt.Errorf("%w: the key set was never loaded (Prepare)", ErrNoKey)
-	}
-	k := m.restate(set).current[alg]
-	if k == nil {
-		return "", fmt.Errorf("%w for %s", ErrNoKey, alg)
+	k, err := m.loadedKey(alg)
+	if err != nil {
+		return "", err
 	}
 	jws, err := k.signer.Sign(payload)
 	if err != nil {
@@ -505,19 +499,29 @@ func (m *Manager) Sign(_ context.Context, alg string, payload []byte) (string, e
 	return jws.CompactSerialize()
 }
 
-// SignType is Sign with the JWS header typ set to typ instead of "JWT",
-// e.g. "logout+jwt" (OpenID Connect Back-Channel Logout 1.0 §2.4, so a
-// logout token cannot be taken for an ID token). Like Sign it does no I/O.
-func (m *Manager) SignType(_ context.Context, alg, typ string, payload []byte) (string, error) {
+// loadedKey is the current key for alg in the set the last Prepare (or
+// JWKS, List, Rotate) loaded, with states recomputed for now: no I/O.
+func (m *Manager) loadedKey(alg string) (*Key, error) {
 	m.mu.Lock()
 	set := m.set
 	m.mu.Unlock()
 	if set == nil {
-		return "", fmt.Errorf("%w: the key set was never loaded (Prepare)", ErrNoKey)
+		return nil, fmt.Errorf("%w: the key set was never loaded (Prepare)", ErrNoKey)
 	}
 	k := m.restate(set).current[alg]
 	if k == nil {
-		return "", fmt.Errorf("%w for %s", ErrNoKey, alg)
+		return nil, fmt.Errorf("%w for %s", ErrNoKey, alg)
+	}
+	return k, nil
+}
+
+// SignType is Sign with the JWS header typ set to typ instead of "JWT",
+// e.g. "logout+jwt" (OpenID Connect Back-Channel Logout 1.0 §2.4, so a
+// logout token cannot be taken for an ID token). Like Sign it does no I/O.
+func (m *Manager) SignType(_ context.Context, alg, typ string, payload []byte) (string, error) {
+	k, err := m.loadedKey(alg)
+	if err != nil {
+		return "", err
 	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(k.Alg), Key: k.private},
 		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
