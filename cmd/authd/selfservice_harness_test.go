@@ -173,7 +173,7 @@ func (s *selfService) exchange(p page, verifier string) *oauth2.Token {
 	return tok
 }
 
-// introspect reports whether token is active.
+// active reports whether token is active (introspection).
 func (s *selfService) active(token string) bool {
 	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.authd.base+"/oauth2/introspect", strings.NewReader(url.Values{"token": {token}}.Encode()))
