@@ -69,7 +69,7 @@ func (s *Server) routes() http.Handler {
 			// the method binds it to the browser by its state and cookie.
 			cop.AddInsecureBypassPattern(method + " " + path)
 		}
-		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
+		r.Handle(path, securityHeaders(cop.Handler(s.limitMethodRoute(h)))).Methods(method)
 	})
 	s.passkeyRoutes(r, html) // passkeys.go
 	if s.cfg.DemoVerifier != "" {
