@@ -45,7 +45,7 @@ func (s *Service) DeleteAccount(ctx context.Context, subject string, authTime ti
 			return ErrWrongPassword
 		}
 	}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := st.DeleteAccountFlows(tx, subject); err != nil {
 			return err
 		}

@@ -14,25 +14,17 @@ import (
 // newEmail: a code goes to the new address; nothing changes until it is
 // used (ConfirmEmailChange). A repeat of the same form sends nothing more.
 func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, newEmail, source string) (Pending, error) {
-	id, err := s.formFlowID(storage.FlowEmailChange, formToken)
-	if err != nil {
+	p, f, _, err := s.openFlow(ctx, storage.FlowEmailChange, formToken, newEmail)
+	if f == nil {
+		return p, err
+	}
+	if err := s.allow(ctx, source, f.Email); err != nil {
 		return Pending{}, err
 	}
-	if p, ok := s.repeated(ctx, id); ok {
-		return p, nil
-	}
-	email, _, err := prepareEmail(newEmail)
-	if err != nil {
-		return Pending{}, err
-	}
-	if err := s.allow(ctx, source, email); err != nil {
-		return Pending{}, err
-	}
-	f := &storage.AccountFlow{ID: id, Purpose: storage.FlowEmailChange, Email: email, Subject: subject,
-		ExpiresAt: s.cfg.Now().Add(CodeTTL)}
+	f.Subject, f.ExpiresAt = subject, s.cfg.Now().Add(CodeTTL)
 	code, token := s.secretsFor(f, true)
-	return s.start(ctx, f, amail.Message{To: email, Template: amail.TemplateEmailChangeCode,
-		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", id, token)}})
+	return s.start(ctx, f, amail.Message{To: f.Email, Template: amail.TemplateEmailChangeCode,
+		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", f.ID, token)}})
 }
 
 // ConfirmEmailChange checks the code sent to the new address and, in the
@@ -49,7 +41,7 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p 
 		return identity.User{}, ErrCodeExpired
 	}
 	st := s.cfg.Store
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}

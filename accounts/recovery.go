@@ -30,33 +30,25 @@ func (s *Service) RequestRecovery(ctx context.Context, in RecoveryInput) (Pendin
 	if !s.cfg.Recovery {
 		return Pending{}, ErrDisabled
 	}
-	id, err := s.formFlowID(storage.FlowRecovery, in.FormToken)
-	if err != nil {
+	p, f, username, err := s.openFlow(ctx, storage.FlowRecovery, in.FormToken, in.Email)
+	if f == nil {
+		return p, err
+	}
+	if err := s.allow(ctx, in.Source, f.Email); err != nil {
 		return Pending{}, err
 	}
-	if p, ok := s.repeated(ctx, id); ok {
-		return p, nil
-	}
-	email, username, err := prepareEmail(in.Email)
-	if err != nil {
-		return Pending{}, err
-	}
-	if err := s.allow(ctx, in.Source, email); err != nil {
-		return Pending{}, err
-	}
-	u, err := s.cfg.Store.FindUserByEmail(ctx, username, email)
+	u, err := s.cfg.Store.FindUserByEmail(ctx, username, f.Email)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return Pending{}, err
 	}
 	known := err == nil && !u.Disabled
-	f := &storage.AccountFlow{ID: id, Purpose: storage.FlowRecovery, Email: email,
-		ClientID: in.App.ClientID, ReturnTo: in.App.ReturnTo, ExpiresAt: s.cfg.Now().Add(CodeTTL)}
+	f.ClientID, f.ReturnTo, f.ExpiresAt = in.App.ClientID, in.App.ReturnTo, s.cfg.Now().Add(CodeTTL)
 	code, token := s.secretsFor(f, known)
 	var msg amail.Message
 	if known {
 		f.Subject = u.Subject
-		msg = amail.Message{To: email, Template: amail.TemplateRecoveryCode,
-			Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/recover/verify", id, token)}}
+		msg = amail.Message{To: f.Email, Template: amail.TemplateRecoveryCode,
+			Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/recover/verify", f.ID, token)}}
 	}
 	return s.start(ctx, f, msg)
 }
@@ -83,7 +75,7 @@ func (s *Service) Recover(ctx context.Context, id string, p Proof, newPassword, 
 	if err != nil {
 		return App{}, fmt.Errorf("accounts: hash password: %w", err)
 	}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}

@@ -60,7 +60,7 @@ type Config struct {
 	// Signup enables sign-up (AUTHD_SIGNUP); Recovery enables password
 	// recovery (AUTHD_PASSWORD_RECOVERY).
 	Signup, Recovery bool
-	// Limits bound mail, sign-ups and guesses; nil is NewMemoryLimits(0).
+	// Limits bound mail, sign-ups and guesses; nil is NewLimits(LimitConfig{}).
 	Limits *Limits
 	Logger *slog.Logger
 	Now    func() time.Time
@@ -257,24 +257,6 @@ func (s *Service) check(ctx context.Context, id, purpose string, p Proof) (*stor
 		return nil, ErrWrongCode
 	}
 	return f, nil
-}
-
-// inTx runs f in one transaction.
-func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
-	st := s.cfg.Store
-	tx, err := st.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = st.Rollback(tx)
-		}
-	}()
-	if err = f(tx); err != nil {
-		return err
-	}
-	return st.Commit(tx)
 }
 
 // use marks the flow used inside tx, or fails with ErrCodeUsed (a

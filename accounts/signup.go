@@ -33,22 +33,15 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
 	if !s.cfg.Signup {
 		return Pending{}, ErrDisabled
 	}
-	id, err := s.formFlowID(storage.FlowSignup, in.FormToken)
-	if err != nil {
-		return Pending{}, err
-	}
-	if p, ok := s.repeated(ctx, id); ok {
-		return p, nil
-	}
-	email, username, err := prepareEmail(in.Email)
-	if err != nil {
-		return Pending{}, err
+	p, f, username, err := s.openFlow(ctx, storage.FlowSignup, in.FormToken, in.Email)
+	if f == nil {
+		return p, err
 	}
 	pw, err := identity.PreparePassword(in.Password)
 	if err != nil {
 		return Pending{}, identity.ErrInvalidPassword
 	}
-	if err := s.allow(ctx, in.Source, email, LimitSignupSource); err != nil {
+	if err := s.allow(ctx, in.Source, f.Email, LimitSignupSource); err != nil {
 		return Pending{}, err
 	}
 	// The same hashing work whether or not the address has an account.
@@ -56,21 +49,40 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
 	if err != nil {
 		return Pending{}, fmt.Errorf("accounts: hash password: %w", err)
 	}
-	_, ferr := s.cfg.Store.FindUserByEmail(ctx, username, email)
+	_, ferr := s.cfg.Store.FindUserByEmail(ctx, username, f.Email)
 	exists := ferr == nil
 	if ferr != nil && !errors.Is(ferr, storage.ErrNotFound) {
 		return Pending{}, ferr
 	}
-	f := &storage.AccountFlow{ID: id, Purpose: storage.FlowSignup, Email: email, PasswordHash: hash,
-		ClientID: in.App.ClientID, ReturnTo: in.App.ReturnTo, ExpiresAt: s.cfg.Now().Add(CodeTTL)}
+	f.PasswordHash, f.ClientID, f.ReturnTo, f.ExpiresAt = hash, in.App.ClientID, in.App.ReturnTo, s.cfg.Now().Add(CodeTTL)
 	code, token := s.secretsFor(f, !exists)
-	msg := amail.Message{To: email, Template: amail.TemplateSignupCode,
-		Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/signup/verify", id, token)}}
+	msg := amail.Message{To: f.Email, Template: amail.TemplateSignupCode,
+		Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/signup/verify", f.ID, token)}}
 	if exists {
 		f.PasswordHash = nil
-		msg = amail.Message{To: email, Template: amail.TemplateSignupExists, Data: amail.Data{App: in.App.Name}}
+		msg = amail.Message{To: f.Email, Template: amail.TemplateSignupExists, Data: amail.Data{App: in.App.Name}}
 	}
 	return s.start(ctx, f, msg)
+}
+
+// openFlow names the flow a form starts (formFlowID) and checks the
+// address it is for. A repeat of the same form gets the Pending of the
+// flow it already started and a nil flow: nothing more is written or sent.
+// Otherwise the flow has its ID, purpose and address, and username is the
+// one the address maps to.
+func (s *Service) openFlow(ctx context.Context, purpose, formToken, addr string) (Pending, *storage.AccountFlow, string, error) {
+	id, err := s.formFlowID(purpose, formToken)
+	if err != nil {
+		return Pending{}, nil, "", err
+	}
+	if p, ok := s.repeated(ctx, id); ok {
+		return p, nil, "", nil
+	}
+	email, username, err := prepareEmail(addr)
+	if err != nil {
+		return Pending{}, nil, "", err
+	}
+	return Pending{}, &storage.AccountFlow{ID: id, Purpose: purpose, Email: email}, username, nil
 }
 
 // repeated returns the Pending of a flow that a form already started.
@@ -101,7 +113,7 @@ func (s *Service) allow(ctx context.Context, source, email string, extra ...stri
 // concurrently) sends nothing and answers the stored flow.
 func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.Message) (Pending, error) {
 	var created bool
-	err := s.inTx(ctx, func(tx context.Context) error {
+	err := storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		var err error
 		if created, err = s.cfg.Store.CreateAccountFlow(tx, f); err != nil || !created {
 			return err
@@ -163,7 +175,7 @@ func (s *Service) VerifySignUp(ctx context.Context, id string, p Proof) (identit
 	now := storage.NormalizeTime(s.cfg.Now())
 	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, Email: f.Email, EmailVerified: true,
 		CreatedAt: now, UpdatedAt: now}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package accountweb
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -35,23 +34,11 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request) {
 	if current == "" {
 		current = "not set"
 	}
-	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, h.emailForm(w, r, current, accounts.NewFormToken(), ""))
-		return
-	}
-	if !h.parse(w, r) {
-		return
-	}
-	form := r.PostForm.Get("form_token")
-	p, err := h.cfg.Accounts.RequestEmailChange(r.Context(), u.Subject, form, r.PostForm.Get("email"), source(r))
-	if err != nil {
-		if errors.Is(err, accounts.ErrInvalidForm) {
-			form = accounts.NewFormToken()
-		}
-		h.fail(w, r, h.emailForm(w, r, current, form, r.PostForm.Get("email")), err)
-		return
-	}
-	http.Redirect(w, r, PathEmailVerify+"?"+url.Values{"flow": {p.Flow}}.Encode(), http.StatusSeeOther)
+	h.requestCode(w, r, PathEmailVerify, func(_ url.Values, form, email string) templates.FormData {
+		return h.emailForm(w, r, current, form, email)
+	}, func(v url.Values, form string) (accounts.Pending, error) {
+		return h.cfg.Accounts.RequestEmailChange(r.Context(), u.Subject, form, v.Get("email"), source(r))
+	})
 }
 
 // emailVerify: the code sent to the new address.
@@ -61,32 +48,16 @@ func (h *Handler) emailVerify(w http.ResponseWriter, r *http.Request) {
 		h.signedOut(w)
 		return
 	}
-	q := r.URL.Query()
-	if r.Method == http.MethodPost {
-		if !h.parse(w, r) {
-			return
-		}
-		q = r.PostForm
-	}
-	flow, token := q.Get("flow"), q.Get("token")
-	p, _, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowEmailChange)
 	changed := templates.FormData{Heading: "Your address was changed", Notice: "Your account uses " + u.Email + ".",
 		Links: []templates.Link{{Href: "/account", Text: "Back to your account"}}}
-	if err != nil {
-		if !h.closed(w, err, PathEmail, changed) {
-			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
-		}
+	c, ok := h.codePage(w, r, storage.FlowEmailChange, PathEmailVerify, PathEmail, func(accounts.App) templates.FormData { return changed })
+	if !ok {
 		return
 	}
-	d := h.codeForm(w, r, PathEmailVerify, flow, token, p)
-	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, d)
-		return
-	}
-	got, err := h.cfg.Accounts.ConfirmEmailChange(r.Context(), u.Subject, flow, accounts.Proof{Code: q.Get("code"), Token: token})
+	got, err := h.cfg.Accounts.ConfirmEmailChange(r.Context(), u.Subject, c.flow, c.proof)
 	if err != nil {
 		if !h.closed(w, err, PathEmail, changed) {
-			h.fail(w, r, d, err)
+			h.fail(w, r, c.page, err)
 		}
 		return
 	}

@@ -1,7 +1,6 @@
 package accountweb
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -29,25 +28,12 @@ func (h *Handler) recover(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w)
 		return
 	}
-	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, h.recoverForm(w, r, returnTo(r.URL.Query().Get("return_to")), accounts.NewFormToken(), ""))
-		return
-	}
-	if !h.parse(w, r) {
-		return
-	}
-	f := r.PostForm
-	rt, form := returnTo(f.Get("return_to")), f.Get("form_token")
-	p, err := h.cfg.Accounts.RequestRecovery(r.Context(), accounts.RecoveryInput{FormToken: form, Email: f.Get("email"),
-		App: h.app(r.Context(), rt), Source: source(r)})
-	if err != nil {
-		if errors.Is(err, accounts.ErrInvalidForm) {
-			form = accounts.NewFormToken()
-		}
-		h.fail(w, r, h.recoverForm(w, r, rt, form, f.Get("email")), err)
-		return
-	}
-	http.Redirect(w, r, PathRecoverCode+"?"+url.Values{"flow": {p.Flow}}.Encode(), http.StatusSeeOther)
+	h.requestCode(w, r, PathRecoverCode, func(v url.Values, form, email string) templates.FormData {
+		return h.recoverForm(w, r, returnTo(v.Get("return_to")), form, email)
+	}, func(v url.Values, form string) (accounts.Pending, error) {
+		return h.cfg.Accounts.RequestRecovery(r.Context(), accounts.RecoveryInput{FormToken: form, Email: v.Get("email"),
+			App: h.app(r.Context(), returnTo(v.Get("return_to"))), Source: source(r)})
+	})
 }
 
 var newPasswordField = templates.Field{Name: "password", Label: "New password", Type: "password",
@@ -59,15 +45,6 @@ func (h *Handler) recoverVerify(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w)
 		return
 	}
-	q := r.URL.Query()
-	if r.Method == http.MethodPost {
-		if !h.parse(w, r) {
-			return
-		}
-		q = r.PostForm
-	}
-	flow, token := q.Get("flow"), q.Get("token")
-	p, app, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowRecovery)
 	changed := func(app accounts.App) templates.FormData {
 		d := templates.FormData{Heading: "Your password was changed",
 			Notice: "Every device that was signed in has been signed out. Sign in with your new password."}
@@ -76,26 +53,19 @@ func (h *Handler) recoverVerify(w http.ResponseWriter, r *http.Request) {
 		}
 		return d
 	}
-	if err != nil {
-		if !h.closed(w, err, PathRecover, changed(app)) {
-			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
-		}
-		return
-	}
-	d := h.codeForm(w, r, PathRecoverCode, flow, token, p, newPasswordField)
-	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, d)
+	c, ok := h.codePage(w, r, storage.FlowRecovery, PathRecoverCode, PathRecover, changed, newPasswordField)
+	if !ok {
 		return
 	}
 	name := ""
-	if app.ClientID != "" {
-		name = h.cfg.ClientName(r.Context(), app.ClientID)
+	if c.app.ClientID != "" {
+		name = h.cfg.ClientName(r.Context(), c.app.ClientID)
 	}
-	if _, err := h.cfg.Accounts.Recover(r.Context(), flow, accounts.Proof{Code: q.Get("code"), Token: token}, q.Get("password"), name); err != nil {
-		if !h.closed(w, err, PathRecover, changed(app)) {
-			h.fail(w, r, d, err)
+	if _, err := h.cfg.Accounts.Recover(r.Context(), c.flow, c.proof, r.PostForm.Get("password"), name); err != nil {
+		if !h.closed(w, err, PathRecover, changed(c.app)) {
+			h.fail(w, r, c.page, err)
 		}
 		return
 	}
-	h.render(w, http.StatusOK, changed(app))
+	h.render(w, http.StatusOK, changed(c.app))
 }

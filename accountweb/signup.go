@@ -38,25 +38,41 @@ func (h *Handler) signup(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w)
 		return
 	}
+	h.requestCode(w, r, PathSignupVerify, func(v url.Values, form, email string) templates.FormData {
+		return h.signupForm(w, r, returnTo(v.Get("return_to")), form, email)
+	}, func(v url.Values, form string) (accounts.Pending, error) {
+		return h.cfg.Accounts.SignUp(r.Context(), accounts.SignUpInput{FormToken: form, Email: v.Get("email"),
+			Password: v.Get("password"), App: h.app(r.Context(), returnTo(v.Get("return_to"))), Source: source(r)})
+	})
+}
+
+// requestCode answers a page whose form starts a code flow (sign-up,
+// recovery, email change): GET shows the form with a fresh one-time token;
+// POST runs start and redirects to the flow's code page at verify. A
+// refusal shows the form again in words, with a fresh token if its own
+// was refused. form builds the page from the request's values (the query,
+// or the posted form).
+func (h *Handler) requestCode(w http.ResponseWriter, r *http.Request, verify string,
+	form func(v url.Values, token, email string) templates.FormData,
+	start func(v url.Values, token string) (accounts.Pending, error)) {
 	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, h.signupForm(w, r, returnTo(r.URL.Query().Get("return_to")), accounts.NewFormToken(), ""))
+		h.render(w, http.StatusOK, form(r.URL.Query(), accounts.NewFormToken(), ""))
 		return
 	}
 	if !h.parse(w, r) {
 		return
 	}
-	f := r.PostForm
-	rt, form := returnTo(f.Get("return_to")), f.Get("form_token")
-	p, err := h.cfg.Accounts.SignUp(r.Context(), accounts.SignUpInput{FormToken: form, Email: f.Get("email"),
-		Password: f.Get("password"), App: h.app(r.Context(), rt), Source: source(r)})
+	v := r.PostForm
+	token := v.Get("form_token")
+	p, err := start(v, token)
 	if err != nil {
 		if errors.Is(err, accounts.ErrInvalidForm) {
-			form = accounts.NewFormToken()
+			token = accounts.NewFormToken()
 		}
-		h.fail(w, r, h.signupForm(w, r, rt, form, f.Get("email")), err)
+		h.fail(w, r, form(v, token, v.Get("email")), err)
 		return
 	}
-	http.Redirect(w, r, PathSignupVerify+"?"+url.Values{"flow": {p.Flow}}.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, verify+"?"+url.Values{"flow": {p.Flow}}.Encode(), http.StatusSeeOther)
 }
 
 // codeForm is the "enter the code" page of a flow. A link from the mail
@@ -74,6 +90,48 @@ func (h *Handler) codeForm(w http.ResponseWriter, r *http.Request, action, flow,
 	}
 	d.Fields = append(d.Fields, extra...)
 	return d
+}
+
+// codeStep is a posted code page: its flow, the pending step it names,
+// the app it came from, the code or link token presented, and the page.
+type codeStep struct {
+	flow    string
+	pending accounts.Pending
+	app     accounts.App
+	proof   accounts.Proof
+	page    templates.FormData
+}
+
+// codePage answers the code page of a flow of purpose at action up to the
+// check of the code: a GET shows the page (the code field, or a click for
+// a link's token); a flow that can no longer be used is answered with
+// closed (start again at start, or done for a used code). ok is true for
+// a POST whose code the caller checks; extra are the page's further
+// fields.
+func (h *Handler) codePage(w http.ResponseWriter, r *http.Request, purpose, action, start string, done func(accounts.App) templates.FormData, extra ...templates.Field) (c codeStep, ok bool) {
+	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		if !h.parse(w, r) {
+			return c, false
+		}
+		q = r.PostForm
+	}
+	c.flow = q.Get("flow")
+	c.proof = accounts.Proof{Code: q.Get("code"), Token: q.Get("token")}
+	p, app, err := h.cfg.Accounts.Describe(r.Context(), c.flow, purpose)
+	if err != nil {
+		if !h.closed(w, err, start, done(app)) {
+			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
+		}
+		return c, false
+	}
+	c.pending, c.app = p, app
+	c.page = h.codeForm(w, r, action, c.flow, c.proof.Token, p, extra...)
+	if r.Method == http.MethodGet {
+		h.render(w, http.StatusOK, c.page)
+		return c, false
+	}
+	return c, true
 }
 
 // closed answers a flow whose code can no longer be used: expired (start
@@ -110,34 +168,18 @@ func (h *Handler) signupVerify(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w)
 		return
 	}
-	q := r.URL.Query()
-	if r.Method == http.MethodPost {
-		if !h.parse(w, r) {
-			return
-		}
-		q = r.PostForm
-	}
-	flow, token := q.Get("flow"), q.Get("token")
-	p, app, err := h.cfg.Accounts.Describe(r.Context(), flow, storage.FlowSignup)
 	ready := func(app accounts.App) templates.FormData {
 		return templates.FormData{Heading: "Your account is ready", Notice: "This code was already used: the account exists.",
 			Links: []templates.Link{{Href: next(app, "/account"), Text: "Continue"}}}
 	}
-	if err != nil {
-		if !h.closed(w, err, PathSignup, ready(app)) {
-			h.fail(w, r, templates.FormData{Heading: "Check your email"}, err)
-		}
+	c, ok := h.codePage(w, r, storage.FlowSignup, PathSignupVerify, PathSignup, ready)
+	if !ok {
 		return
 	}
-	d := h.codeForm(w, r, PathSignupVerify, flow, token, p)
-	if r.Method == http.MethodGet {
-		h.render(w, http.StatusOK, d)
-		return
-	}
-	u, app, err := h.cfg.Accounts.VerifySignUp(r.Context(), flow, accounts.Proof{Code: q.Get("code"), Token: token})
+	u, app, err := h.cfg.Accounts.VerifySignUp(r.Context(), c.flow, c.proof)
 	if err != nil {
 		if !h.closed(w, err, PathSignup, ready(app)) {
-			h.fail(w, r, h.codeForm(w, r, PathSignupVerify, flow, "", p), err)
+			h.fail(w, r, h.codeForm(w, r, PathSignupVerify, c.flow, "", c.pending), err)
 		}
 		return
 	}

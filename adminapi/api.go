@@ -363,16 +363,18 @@ func bodyErrorCode(path string) string {
 	return clientadmin.ErrInvalidMetadata.Code
 }
 
-// listLimit parses the limit parameter of a list: 0 when absent, or a
-// description of what is wrong (maxLimit is the largest limit).
-func listLimit(q url.Values, maxLimit int) (int, string) {
-	v := q.Get("limit")
-	if v == "" {
-		return 0, ""
+// listPage reads the page a list request asks for from its query: the
+// limit (0 when absent) and the cursor, or a description of what is wrong
+// (maxLimit is the largest limit).
+func listPage(r *http.Request, maxLimit int) (limit int, cursor, problem string) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, "", "The query string is not valid."
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return 0, fmt.Sprintf("limit must be between 1 and %d.", maxLimit)
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
+			return 0, "", fmt.Sprintf("limit must be between 1 and %d.", maxLimit)
+		}
 	}
-	return n, ""
+	return limit, q.Get("cursor"), ""
 }

@@ -3,7 +3,6 @@ package adminapi
 import (
 	"context"
 	"net/http"
-	"net/url"
 
 	"github.com/gorilla/mux"
 
@@ -129,19 +128,11 @@ func (a *API) handleDelete(w http.ResponseWriter, r *http.Request, caller Caller
 }
 
 func (a *API) handleList(w http.ResponseWriter, r *http.Request, caller Caller) {
-	fail := func(desc string) {
-		writeResponse(w, a.refuse(r.Context(), caller, clientadmin.ActionList, "", false,
-			&clientadmin.Error{Code: clientadmin.ErrInvalidRequest.Code, Description: desc}))
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		fail("The query string is not valid.")
-		return
-	}
-	limit, problem := listLimit(q, clientadmin.MaxListLimit)
+	limit, cursor, problem := listPage(r, clientadmin.MaxListLimit)
 	if problem != "" {
-		fail(problem)
+		writeResponse(w, a.refuse(r.Context(), caller, clientadmin.ActionList, "", false,
+			&clientadmin.Error{Code: clientadmin.ErrInvalidRequest.Code, Description: problem}))
 		return
 	}
-	writeResponse(w, a.ListClients(r.Context(), caller, limit, q.Get("cursor")))
+	writeResponse(w, a.ListClients(r.Context(), caller, limit, cursor))
 }

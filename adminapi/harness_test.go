@@ -115,8 +115,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	return h
 }
 
-// mount builds the admin API over app's store and identity service and
-// mounts it, as cmd/authd does.
+// seed creates the test user and the clients the tests sign in to.
 func (h *harness) seed() {
 	t := h.t
 	ctx := context.Background()
@@ -166,8 +165,8 @@ func (h *harness) oauthConfig(clientID string) *oauth2.Config {
 	return c
 }
 
-// browser is a user agent with a cookie jar that does not follow redirects
-// (the final redirect goes to the app's redirect_uri).
+// newBrowser returns a user agent with a cookie jar that does not follow
+// redirects (the final redirect goes to the app's redirect_uri).
 func newBrowser(testing.TB) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{

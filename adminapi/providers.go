@@ -96,19 +96,13 @@ func (a *API) handleProviderDelete(w http.ResponseWriter, r *http.Request, calle
 }
 
 func (a *API) handleProviderList(w http.ResponseWriter, r *http.Request, caller Caller) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	limit, problem := 0, ""
-	if err != nil {
-		problem = "The query string is not valid."
-	} else {
-		limit, problem = listLimit(q, federation.MaxListLimit)
-	}
+	limit, cursor, problem := listPage(r, federation.MaxListLimit)
 	if problem != "" {
 		writeResponse(w, a.refuse(r.Context(), caller, federation.ActionList, "", false,
 			&clientadmin.Error{Code: clientadmin.ErrInvalidRequest.Code, Description: problem}))
 		return
 	}
-	list, err := a.providers.List(r.Context(), caller, limit, q.Get("cursor"))
+	list, err := a.providers.List(r.Context(), caller, limit, cursor)
 	if err != nil {
 		writeResponse(w, a.errorResponse(r.Context(), err, ""))
 		return

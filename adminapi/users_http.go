@@ -151,20 +151,12 @@ func (a *API) handleUserSessions(w http.ResponseWriter, r *http.Request, caller 
 	if !ok {
 		return
 	}
-	fail := func(desc string) {
-		writeResponse(w, a.userRefuse(r.Context(), userAudit{who: caller.String(), what: ActionUserSessions}, invalidRequest(desc)))
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		fail("The query string is not valid.")
-		return
-	}
-	limit, problem := listLimit(q, identity.MaxPageLimit)
+	limit, cursor, problem := listPage(r, identity.MaxPageLimit)
 	if problem != "" {
-		fail(problem)
+		writeResponse(w, a.userRefuse(r.Context(), userAudit{who: caller.String(), what: ActionUserSessions}, invalidRequest(problem)))
 		return
 	}
-	writeResponse(w, a.UserSessions(r.Context(), caller, name, limit, q.Get("cursor")))
+	writeResponse(w, a.UserSessions(r.Context(), caller, name, limit, cursor))
 }
 
 func (a *API) handleUserConsents(w http.ResponseWriter, r *http.Request, caller Caller) {
@@ -174,18 +166,10 @@ func (a *API) handleUserConsents(w http.ResponseWriter, r *http.Request, caller 
 }
 
 func (a *API) handleUserList(w http.ResponseWriter, r *http.Request, caller Caller) {
-	fail := func(desc string) {
-		writeResponse(w, a.userRefuse(r.Context(), userAudit{who: caller.String(), what: ActionUserList}, invalidRequest(desc)))
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		fail("The query string is not valid.")
-		return
-	}
-	limit, problem := listLimit(q, identity.MaxPageLimit)
+	limit, cursor, problem := listPage(r, identity.MaxPageLimit)
 	if problem != "" {
-		fail(problem)
+		writeResponse(w, a.userRefuse(r.Context(), userAudit{who: caller.String(), what: ActionUserList}, invalidRequest(problem)))
 		return
 	}
-	writeResponse(w, a.ListUsers(r.Context(), caller, limit, q.Get("cursor")))
+	writeResponse(w, a.ListUsers(r.Context(), caller, limit, cursor))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/authd/authd/authsession"
+	"github.com/authd/authd/internal/importcheck"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 )
@@ -49,3 +50,6 @@ func TestHandleLifecycle(t *testing.T) {
 		t.Fatalf("expired session: %v", err)
 	}
 }
+
+// TestNoHTTP: the service knows no HTTP.
+func TestNoHTTP(t *testing.T) { importcheck.NoHTTP(t) }

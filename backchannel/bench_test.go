@@ -2,16 +2,12 @@ package backchannel_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/authd/authd/backchannel"
-	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/postgres"
 	"github.com/authd/authd/storage/postgres/pgtest"
@@ -46,18 +42,7 @@ func benchFanOut(b *testing.B, apps int) {
 			b.Fatal(err)
 		}
 	}
-	keys, err := signing.New(store, signing.Config{Secret: []byte(testSecret)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := keys.Ensure(ctx); err != nil {
-		b.Fatal(err)
-	}
-	d, err := backchannel.New(backchannel.Config{Issuer: "http://127.0.0.1", Store: store, Signer: keys,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d := standaloneDeliverer(b, store)
 	var ending, delivering time.Duration
 	b.ResetTimer()
 	for i := range b.N {

@@ -123,6 +123,26 @@ func (h *harness) deliverer(id string, reg prometheus.Registerer, cfg backchanne
 	return d
 }
 
+// standaloneDeliverer returns a Deliverer on store with no server: its
+// own signing keys (made if none are stored), issuer http://127.0.0.1, no
+// log.
+func standaloneDeliverer(tb testing.TB, store storage.Store) *backchannel.Deliverer {
+	tb.Helper()
+	keys, err := signing.New(store, signing.Config{Secret: []byte(testSecret)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := keys.Ensure(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	d, err := backchannel.New(backchannel.Config{Issuer: "http://127.0.0.1", Store: store, Signer: keys,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
 var (
 	csrfRe    = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 	actionRe  = regexp.MustCompile(`<form method="post" action="([^"]+)"`)

@@ -1,16 +1,12 @@
 package backchannel_test
 
 import (
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/authd/authd/backchannel"
-	"github.com/authd/authd/signing"
 	"github.com/authd/authd/storage"
 	"github.com/authd/authd/storage/memory"
 )
@@ -47,18 +43,7 @@ func TestMemoryStore(t *testing.T) {
 	if err := store.DeleteSession(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := signing.New(store, signing.Config{Secret: []byte(testSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.Ensure(ctx); err != nil {
-		t.Fatal(err)
-	}
-	d, err := backchannel.New(backchannel.Config{Issuer: "http://127.0.0.1", Store: store, Signer: keys,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := standaloneDeliverer(t, store)
 	for range 2 {
 		if _, err := d.RunDue(ctx); err != nil {
 			t.Fatal(err)

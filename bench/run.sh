@@ -106,6 +106,7 @@ export AUTHD_LOG_LEVEL=$LOG_LEVEL
 export AUTHD_REPLAY_WINDOW=5m
 export AUTHD_CODE_TTL=5m
 export AUTHD_TOKEN_RATE_LIMIT=${BENCH_TOKEN_RATE_LIMIT:-0}
+export AUTHD_SIGNIN_RATE_LIMIT=0 # the passkey mode asks for options every iteration from one address
 # /readyz, /metrics and pprof are on the operations listener.
 export AUTHD_OPS_ADDR=$OPS_ADDR
 PPROF_ADDR=$OPS_ADDR

@@ -16,8 +16,13 @@ type Error struct {
 }
 
 // MarshalJSON encodes the error as an RFC 7591 §3.2.2 object. The
-// description is "human-readable ASCII text": "§" becomes "Section", any
-// other character outside printable ASCII is dropped.
+// description is "human-readable ASCII text", and held to the stricter
+// charset RFC 6749 §5.2 gives error_description (%x20-21 / %x23-5B /
+// %x5D-7E), which the admin API shares with the OAuth endpoints: "§"
+// becomes "Section", a double quote a single one, a backslash and any
+// other character outside the set are dropped. It is at most
+// maxDescription bytes, because a description may quote what the request
+// sent (a member name, a redirect URI).
 func (e *Error) MarshalJSON() ([]byte, error) {
 	type plain Error
 	c := plain(*e)
@@ -25,10 +30,16 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// asciiText returns d as printable ASCII (see MarshalJSON).
+// maxDescription bounds an error_description, in bytes.
+const maxDescription = 1024
+
+// asciiText returns d in the error_description charset (see MarshalJSON).
 func asciiText(d string) string {
 	var b strings.Builder
 	for _, r := range d {
+		if b.Len() > maxDescription+8 {
+			break
+		}
 		switch {
 		case r == '§':
 			b.WriteString("Section ")
@@ -36,11 +47,18 @@ func asciiText(d string) string {
 			b.WriteString("...")
 		case r == '–' || r == '—':
 			b.WriteByte('-')
+		case r == '"':
+			b.WriteByte('\'')
+		case r == '\\':
 		case r >= 0x20 && r < 0x7f:
 			b.WriteRune(r)
 		}
 	}
-	return strings.ReplaceAll(b.String(), "Section  ", "Section ")
+	out := strings.ReplaceAll(b.String(), "Section  ", "Section ")
+	if len(out) > maxDescription {
+		out = out[:maxDescription-3] + "..."
+	}
+	return out
 }
 
 // Error returns the code and the description.

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"go/parser"
-	"go/token"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/authd/authd/clientadmin"
+	"github.com/authd/authd/internal/importcheck"
 	"github.com/authd/authd/storage/memory"
 	"github.com/authd/authd/storage/postgres"
 	"github.com/authd/authd/storage/postgres/pgtest"
@@ -162,24 +158,4 @@ func TestServiceDefaultAuditLog(t *testing.T) {
 
 // TestNoHTTP: the service imports no net/http (it knows no status code);
 // the admin API's adapter lives in package adminapi.
-func TestNoHTTP(t *testing.T) {
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pf, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range pf.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "net/http") || p == "github.com/gorilla/mux" {
-				t.Errorf("%s imports %s", f, p)
-			}
-		}
-	}
-}
+func TestNoHTTP(t *testing.T) { importcheck.NoHTTP(t) }

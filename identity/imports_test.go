@@ -1,35 +1,11 @@
 package identity_test
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/authd/authd/internal/importcheck"
 )
 
 // TestNoHTTP: the service imports no net/http (it knows no status code);
 // the admin API's adapter (package adminapi) maps its errors.
-func TestNoHTTP(t *testing.T) {
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pf, err := parser.ParseFile(token.NewFileSet(), f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range pf.Imports {
-			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "net/http") || p == "github.com/gorilla/mux" {
-				t.Errorf("%s imports %s", f, p)
-			}
-		}
-	}
-}
+func TestNoHTTP(t *testing.T) { importcheck.NoHTTP(t) }

@@ -263,30 +263,13 @@ func (s *Service) SetProfile(ctx context.Context, username, email string, emailV
 	return s.GetBySubject(ctx, u.Subject)
 }
 
-// inTx runs f in one transaction, committing if it returns nil.
-func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
-	tx, err := s.store.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = s.store.Rollback(tx)
-		}
-	}()
-	if err = f(tx); err != nil {
-		return err
-	}
-	return s.store.Commit(tx)
-}
-
 // endAccess runs write on the user and RevokeSubject in one transaction.
 func (s *Service) endAccess(ctx context.Context, op, username string, write func(ctx context.Context, subject string) error) (User, error) {
 	u, err := s.lookup(ctx, username)
 	if err != nil {
 		return User{}, err
 	}
-	err = s.inTx(ctx, func(tx context.Context) error {
+	err = storage.InTx(ctx, s.store, func(tx context.Context) error {
 		if err := write(tx, u.Subject); err != nil {
 			return err
 		}

@@ -443,27 +443,19 @@ func (j *Job) tx(ctx context.Context, f func(ctx context.Context) error, complet
 		return context.Cause(ctx)
 	}
 	s := j.w.store
-	tx, err := s.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = s.Rollback(tx)
-		}
-	}()
-	if err := s.ExtendLease(tx, j.lease(), j.w.cfg.Lease); err != nil {
-		return err
-	}
-	if err := f(tx); err != nil {
-		return err
-	}
-	if complete {
-		if err := s.CompleteJob(tx, j.lease(), j.kind.next()); err != nil {
+	err = storage.InTx(ctx, s, func(tx context.Context) error {
+		if err := s.ExtendLease(tx, j.lease(), j.w.cfg.Lease); err != nil {
 			return err
 		}
-	}
-	if err := s.Commit(tx); err != nil {
+		if err := f(tx); err != nil {
+			return err
+		}
+		if complete {
+			return s.CompleteJob(tx, j.lease(), j.kind.next())
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	j.committed = complete

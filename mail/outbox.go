@@ -136,19 +136,11 @@ func (o *Outbox) Enqueue(ctx context.Context, m Message) (int64, error) {
 // Send enqueues m in a transaction of its own, for a message that follows
 // no state change of the caller's.
 func (o *Outbox) Send(ctx context.Context, m Message) (id int64, err error) {
-	tx, err := o.store.BeginTX(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			_ = o.store.Rollback(tx)
-		}
-	}()
-	if id, err = o.Enqueue(tx, m); err != nil {
-		return 0, err
-	}
-	return id, o.store.Commit(tx)
+	err = storage.InTx(ctx, o.store, func(tx context.Context) (err error) {
+		id, err = o.Enqueue(tx, m)
+		return err
+	})
+	return id, err
 }
 
 // jobPayload is a mail job's payload: the outbox row it delivers.

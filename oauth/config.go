@@ -106,6 +106,11 @@ type Config struct {
 	RequirePAR bool
 	// PARLimits bounds pushes per client and per source address.
 	PARLimits PARLimits
+	// MethodRouteLimits bounds requests to the sign-in methods' own routes
+	// (/signin/NAME/…: passkey options, a provider sign-in's start and
+	// callback) per source address: each may write a single-use ceremony
+	// or state row (default 10/s, burst 100); PerSecond < 0 turns it off.
+	MethodRouteLimits TokenLimits
 	// FactorLimits bound second-factor attempts (factor.go).
 	FactorLimits FactorLimits
 	// PKCERows also writes each code's PKCE session (RFC 7636 §4.4) to
@@ -222,6 +227,9 @@ func (c *Config) applyDefaults() {
 	c.FactorLimits.applyDefaults()
 	if c.AuthFailureLimits.PerSecond == 0 {
 		c.AuthFailureLimits = TokenLimits{PerSecond: 20, Burst: 100}
+	}
+	if c.MethodRouteLimits.PerSecond == 0 {
+		c.MethodRouteLimits = TokenLimits{PerSecond: 10, Burst: 100}
 	}
 	if c.ReplayWaitTimeout == 0 {
 		c.ReplayWaitTimeout = 2 * time.Second

@@ -98,3 +98,46 @@ func TestDiscoveryForAppAuth(t *testing.T) {
 		t.Errorf("jwks: %d %q", resp.StatusCode, resp.Header.Get("Cache-Control"))
 	}
 }
+
+// TestHeadOnDocuments: the documents caches and monitors fetch answer HEAD
+// as they answer GET, without a body (RFC 9110 §9.1, §9.3.2), and a 405 on
+// them names HEAD in Allow.
+func TestHeadOnDocuments(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	do := func(method, path string) *http.Response {
+		req, _ := http.NewRequest(method, h.srv.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var n int
+		buf := make([]byte, 512)
+		for {
+			k, err := resp.Body.Read(buf)
+			n += k
+			if err != nil {
+				break
+			}
+		}
+		resp.ContentLength = int64(n) // bytes actually read
+		return resp
+	}
+	for _, path := range []string{
+		"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server", "/oauth2/jwks",
+		"/static/authd.css", "/favicon.ico", "/.well-known/apple-app-site-association", "/.well-known/assetlinks.json",
+	} {
+		get, head := do(http.MethodGet, path), do(http.MethodHead, path)
+		if head.StatusCode != get.StatusCode || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") ||
+			head.Header.Get("Cache-Control") != get.Header.Get("Cache-Control") {
+			t.Errorf("HEAD %s: %d %q %q; GET: %d %q %q", path, head.StatusCode, head.Header.Get("Content-Type"),
+				head.Header.Get("Cache-Control"), get.StatusCode, get.Header.Get("Content-Type"), get.Header.Get("Cache-Control"))
+		}
+		if head.ContentLength != 0 {
+			t.Errorf("HEAD %s: a body of %d bytes", path, head.ContentLength)
+		}
+		if put := do(http.MethodPut, path); put.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(put.Header.Get("Allow"), "HEAD") {
+			t.Errorf("PUT %s: %d, Allow %q", path, put.StatusCode, put.Header.Get("Allow"))
+		}
+	}
+}

@@ -73,12 +73,12 @@ const mfaAMR = "mfa"
 // instead of asking its Has.
 const mfaFactor = "otp"
 
-// factorNeed is the level of the session the request needs (acr.go), and
-// whether the user must be asked a second factor: the request asks for
-// two factors (acr_values, claims), the client requires them
-// (require_mfa), the user has a factor, or an operator requires one. The
-// user's factors are read only when the session is below two factors.
-// A read that fails asks (fail closed).
+// factorRequired reports whether the user must be asked a second factor:
+// the request asks for two factors (acr_values, claims, acr.go), the
+// client requires them (require_mfa), the user has a factor, or an
+// operator requires one; sessionMeets: the session has two factors
+// already. The user's factors are read only when the session is below
+// two factors. A read that fails asks (fail closed).
 func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 	return s.factorRequiredFor(a.r.Context(), a.authn.acr, a.client.RequireMFA, a.cur.user, a.cur.session.AMR)
 }

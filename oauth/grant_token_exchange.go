@@ -161,8 +161,8 @@ func (s *Server) countFederation(provider, path, result string) {
 	}
 }
 
-// nativeResult is what the handler learnt, for the caller's metrics and
-// audit after the commit.
+// nativeFrom returns what the handler learnt (the verified provider ID token), for the handler and for the caller's
+// metrics and audit after the commit.
 func nativeFrom(ctx context.Context) *nativeSignIn {
 	n, _ := ctx.Value(nativeSignInKey{}).(*nativeSignIn)
 	return n

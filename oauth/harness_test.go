@@ -217,8 +217,8 @@ func (h *harness) oauthConfig(clientID string) *oauth2.Config {
 	return c
 }
 
-// browser is a user agent with a cookie jar that does not follow redirects
-// (the final redirect goes to the app's redirect_uri).
+// newBrowser returns a user agent with a cookie jar that does not follow
+// redirects (the final redirect goes to the app's redirect_uri).
 func newBrowser(testing.TB) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{

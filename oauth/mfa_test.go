@@ -441,13 +441,19 @@ func TestMFADiscoveryACR(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var m struct {
-		ACR []string `json:"acr_values_supported"`
+		ACR    []string `json:"acr_values_supported"`
+		Claims bool     `json:"claims_parameter_supported"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(m.ACR, []string{"urn:authd:acr:1fa", "urn:authd:acr:2fa", "phr"}) {
 		t.Fatalf("acr_values_supported = %v", m.ACR)
+	}
+	// The claims parameter's essential acr steps up (TestMFAStepUp), so
+	// discovery must not tell relying parties it is unsupported.
+	if !m.Claims {
+		t.Error("claims_parameter_supported is false, yet the claims parameter's acr is honoured")
 	}
 }
 

@@ -62,9 +62,9 @@ func (s *Server) passkeyRoutes(r *mux.Router, html func(http.HandlerFunc) http.H
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		_, _ = w.Write(templates.PasskeyJS)
-	}).Methods(http.MethodGet)
-	r.HandleFunc("/.well-known/apple-app-site-association", on(s.association(passkey.RelyingParty.AppleAppSiteAssociation))).Methods(http.MethodGet)
-	r.HandleFunc("/.well-known/assetlinks.json", on(s.association(passkey.RelyingParty.AssetLinks))).Methods(http.MethodGet)
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/.well-known/apple-app-site-association", on(s.association(passkey.RelyingParty.AppleAppSiteAssociation))).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/.well-known/assetlinks.json", on(s.association(passkey.RelyingParty.AssetLinks))).Methods(http.MethodGet, http.MethodHead)
 }
 
 // association serves an association file: application/json, cacheable

@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -324,5 +325,38 @@ func TestAccountPasskeys(t *testing.T) {
 	}
 	if p := manage(url.Values{"action": {"remove"}, "id": {id[1]}}); p.status != http.StatusConflict || !strings.Contains(p.body, "last way to sign in") {
 		t.Fatalf("remove the last passkey: %d %s", p.status, p.body)
+	}
+}
+
+// TestMethodRoutesBudgetedPerSource: the methods' own routes (here the
+// passkey options, each of which writes a ceremony row) spend a budget of
+// the source address; beyond it, 429 with Retry-After, in JSON for the
+// script, before the method runs.
+func TestMethodRoutesBudgetedPerSource(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory", cfg: func(c *oauth.Config) {
+		c.Issuer = strings.Replace(c.Issuer, "127.0.0.1", "localhost", 1) // passkeys need a name
+		c.MethodRouteLimits = oauth.TokenLimits{PerSecond: 0.001, Burst: 3}
+	}})
+	statuses := make([]int, 0, 5)
+	var last *http.Response
+	for range 5 {
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/signin/passkey/options", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("X-CSRF-Token", "token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+		last = resp
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 429 429]" {
+		t.Fatalf("statuses %v, want three options then 429", statuses)
+	}
+	if last.Header.Get("Retry-After") == "" || !strings.HasPrefix(last.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("429 headers: %v", last.Header)
 	}
 }

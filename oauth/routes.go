@@ -57,12 +57,15 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
 	r.HandleFunc(pathChallenge, s.handleChallenge).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
-	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet)
-	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet)
-	r.HandleFunc(pathDiscovery, s.handleMetadata).Methods(http.MethodGet)
+	// Documents that caches, CDNs and monitors fetch also answer HEAD
+	// (RFC 9110 §9.1: a general-purpose server supports GET and HEAD);
+	// net/http writes no body for a HEAD request.
+	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc(pathDiscovery, s.handleMetadata).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(pathUserinfo, s.handleUserinfo).Methods(http.MethodGet, http.MethodPost)
-	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet)
-	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet)
+	r.HandleFunc("/static/authd.css", s.handleCSS).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }).Methods(http.MethodGet, http.MethodHead)
 	// The sign-in methods' own routes, under /signin/NAME/ (signin.go).
 	s.mountMethods(func(method, path string, h http.Handler, crossSite bool) {
 		if crossSite {
@@ -70,7 +73,7 @@ func (s *Server) routes() http.Handler {
 			// the method binds it to the browser by its state and cookie.
 			cop.AddInsecureBypassPattern(method + " " + path)
 		}
-		r.Handle(path, securityHeaders(cop.Handler(h))).Methods(method)
+		r.Handle(path, securityHeaders(cop.Handler(s.limitMethodRoute(h)))).Methods(method)
 	})
 	s.passkeyRoutes(r, html) // passkeys.go
 	if s.cfg.DemoVerifier != "" {

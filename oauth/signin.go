@@ -257,3 +257,27 @@ func (s *Server) returnRequest(w http.ResponseWriter, r *http.Request, returnTo 
 	fr.Header.Del("Content-Type")
 	return fr, true
 }
+
+// limitMethodRoute spends one request of the source address's budget for
+// the methods' own routes (Config.MethodRouteLimits) before h runs: each
+// may write a row (a passkey ceremony, a provider's state), so a flood
+// from one address is refused early. The answer is 429 with Retry-After,
+// JSON for a script (the passkey button asks for JSON), else a page.
+func (s *Server) limitMethodRoute(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.limits.Take(r.Context(), "signin-route", clientIP(r), s.cfg.MethodRouteLimits.rate()); !ok {
+			w.Header().Set("Retry-After", retryAfter(wait))
+			const msg = "Too many sign-in attempts from this address. Please wait a moment and try again."
+			if strings.Contains(r.Header.Get("Content-Type"), "json") || strings.Contains(r.Header.Get("Accept"), "json") {
+				w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+				w.Header().Set("Cache-Control", "no-store")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":"slow_down","message":"` + msg + `"}` + "\n"))
+				return
+			}
+			s.renderError(w, http.StatusTooManyRequests, msg, "")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

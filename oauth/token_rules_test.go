@@ -149,7 +149,7 @@ func TestChallengeAndAllowHeaders(t *testing.T) {
 		{"PUT", "/oauth2/token", "", "", "POST"},
 		{"DELETE", "/oauth2/revoke", "", "", "POST"},
 		{"GET", "/oauth2/introspect", "", "", "POST"},
-		{"PATCH", "/.well-known/oauth-authorization-server", "", "", "GET"},
+		{"PATCH", "/.well-known/oauth-authorization-server", "", "", "GET, HEAD"},
 		{"DELETE", "/oauth2/authorize", "", "", "GET, POST"},
 	} {
 		r := do(t, c.method, h.srv.URL+c.path, c.body, c.auth)

@@ -286,7 +286,7 @@ func (s *Service) finishEnrol(ctx context.Context, subject, binding, name string
 	for _, t := range cred.Transport {
 		p.Transports = append(p.Transports, string(t))
 	}
-	err = s.inTx(ctx, func(ctx context.Context) error {
+	err = storage.InTx(ctx, s.store, func(ctx context.Context) error {
 		if inTx != nil {
 			if err := inTx(ctx); err != nil {
 				return err
@@ -321,23 +321,6 @@ func checkName(name string, now time.Time) (string, error) {
 		}
 	}
 	return name, nil
-}
-
-// inTx runs f in a transaction.
-func (s *Service) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
-	tx, err := s.store.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = s.store.Rollback(tx)
-		}
-	}()
-	if err = f(tx); err != nil {
-		return err
-	}
-	return s.store.Commit(tx)
 }
 
 // parseID decodes a credential ID as shown (base64url).
@@ -409,7 +392,7 @@ func (s *Service) Remove(ctx context.Context, subject, id string) error {
 // (identity.Service.SetPassword): whoever signed in with the password is
 // signed out. ErrUnknown for no such user.
 func (s *Service) RemovePassword(ctx context.Context, subject string) error {
-	err := s.inTx(ctx, func(ctx context.Context) error {
+	err := storage.InTx(ctx, s.store, func(ctx context.Context) error {
 		if err := s.store.RemoveUserPassword(ctx, subject); err != nil {
 			return err
 		}

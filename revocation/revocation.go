@@ -9,8 +9,8 @@
 // and its CLI all revoke through it.
 //
 // It never decides whether to revoke, and it never fails a revocation: a
-// cache that cannot be reached is reported to OnError, and its entries then
-// expire with the replay window.
+// cache that cannot be reached is reported to OnError, and its entries are
+// tried again until the replay window ends (Retrier), when they expire.
 package revocation
 
 import (
@@ -31,6 +31,9 @@ type Store struct {
 	// OnError, when set, is told about a cache entry that could not be
 	// dropped.
 	OnError func(error)
+	// Retry, when set, keeps trying the drops that failed until the
+	// replay window ends (Retrier); its Run must be running.
+	Retry *Retrier
 }
 
 // RevokeAccessToken revokes the grant: its access and refresh tokens, in
@@ -140,6 +143,9 @@ func (s Store) forgetKeys(ctx context.Context, keys []string) {
 		}
 		if err != nil {
 			s.report(err)
+			if s.Retry != nil && !s.Retry.add(k) {
+				s.report(errors.New("revocation: too many replay cache entries pending a drop; this one expires with the replay window"))
+			}
 		}
 	}
 }

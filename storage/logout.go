@@ -56,8 +56,8 @@ type LogoutDelivery struct {
 	FinishedAt time.Time
 }
 
-// LogoutLease identifies one claim of a delivery; Attempt fences it as a
-// job's Lease does.
+// Lease identifies the delivery's claim; Attempt fences it as a job's
+// Lease does.
 func (d *LogoutDelivery) Lease() LogoutLease {
 	return LogoutLease{ID: d.ID, Worker: d.LockedBy, Attempt: d.Attempts}
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,14 +65,7 @@ func TestBackchannelKilledMidFanOut(t *testing.T) {
 		t.Skip("builds authd and runs two processes")
 	}
 	dsn := pgtest.DSN(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build authd: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "authd")
-	if out, err := exec.Command(goBin, "build", "-tags", "authd_faults", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildAuthd(t, "authd_faults")
 	pool, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -115,16 +104,7 @@ func TestBackchannelKilledMidFanOut(t *testing.T) {
 	procEnv := append(withoutAuthdEnv(), "AUTHD_DATABASE_URL="+dsn, "AUTHD_SECRET=backchannel-crash-secret-0123456789-0123",
 		"AUTHD_JANITOR=off", "AUTHD_BACKCHANNEL_TIMEOUT=1s", "AUTHD_JOB_LEASE=3s")
 	a := startAuthd(t, bin, freeAddr(t), procEnv, []string{"AUTHD_FAULT=kill-after-delivered:3", "AUTHD_BACKCHANNEL_CONCURRENCY=1"})
-	select {
-	case err := <-a.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("process A ended with %v, want SIGKILL", err)
-		}
-		a.done <- err // for the cleanup
-	case <-time.After(20 * time.Second):
-		t.Fatal("process A was not killed by the fault")
-	}
+	a.waitKilled(t, 20*time.Second, "process A was not killed by the fault")
 	before := lc.snapshot()
 	deliveredByA := 0
 	for _, jtis := range before {

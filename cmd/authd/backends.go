@@ -169,7 +169,8 @@ func (c healthyCache) Ping(ctx context.Context) error {
 // attempts 100 ms apart, which made each call against a refusing Redis
 // take 0.43 s and a token request of several calls up to 1.7 s), the wait
 // for a pooled connection, and each read and write.
-// TestServeRedisRefusedBounded and TestServeRedisCallsBounded measure it.
+// TestRedisCallsBoundedEveryFailure, TestRedisRefusedTokenLatency and
+// TestServeRedisCallsBounded measure it.
 func parseRedisURL(raw string) (*redis.UniversalOptions, error) {
 	u, err := url.Parse(raw)
 	if err != nil {

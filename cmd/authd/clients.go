@@ -118,23 +118,9 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 		o clientsOptions
 	)
 	fs := clientsFlagSet(name, &c, &o)
-	// The ID comes first ("authd clients get ID -flags"). Generated IDs are
-	// base64url and may start with "-", so only a defined flag is a flag.
-	var id string
-	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
-		id, rest = rest[0], rest[1:]
-	}
-	envErr, err := envErrors(parse(fs, cmd.usage(name), rest, getenv, stdout))
+	id, envErr, err := parseWithID(fs, cmd.id, cmd.usage(name), rest, getenv, stdout)
 	if err != nil {
 		return helpOK(err)
-	}
-	if cmd.id && id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	} else if err := noArgs(fs); err != nil {
-		return err
-	}
-	if cmd.id && id == "" {
-		return usagef("usage: authd clients %s ID", name)
 	}
 	var errs problems
 	errs.add(envErr)
@@ -152,17 +138,11 @@ func cmdClients(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	var body []byte
 	if cmd.stdin {
-		if f, ok := stdin.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				return usagef("client metadata is read from stdin; pipe RFC 7591 JSON in, e.g.: authd clients %s < client.json", name)
-			}
-		}
-		var err error
-		if body, err = io.ReadAll(io.LimitReader(stdin, 1<<20)); err != nil {
-			return fmt.Errorf("read client metadata: %w", err)
-		}
-		if len(bytes.TrimSpace(body)) == 0 {
-			return usagef("client metadata: nothing on stdin; pipe RFC 7591 client metadata JSON in, e.g.: authd clients %s < client.json", name)
+		body, err = readJSONInput(stdin, "client metadata",
+			fmt.Sprintf("client metadata is read from stdin; pipe RFC 7591 JSON in, e.g.: authd clients %s < client.json", name),
+			fmt.Sprintf("client metadata: nothing on stdin; pipe RFC 7591 client metadata JSON in, e.g.: authd clients %s < client.json", name))
+		if err != nil {
+			return err
 		}
 	}
 
@@ -231,10 +211,11 @@ func runClients(ctx context.Context, svc *clientadmin.Service, caller clientadmi
 	return nil, usagef("authd clients: unknown command %q", name)
 }
 
-// clientsError picks the exit status from the service's typed error: a
-// request the input made invalid (metadata, limit, cursor, a reused
-// Idempotency-Key) is a usage error, exit status 2; anything else (an
-// unknown client, a key still in flight, a conflict, the database) exits 1.
+// clientsError picks the exit status from clientadmin's typed error (which
+// federation.Admin answers too, for "authd providers"): a request the input
+// made invalid (metadata, limit, cursor, a reused Idempotency-Key) is a
+// usage error, exit status 2; anything else (an unknown client, a key still
+// in flight, a conflict, the database) exits 1.
 func clientsError(err error) error {
 	for _, usage := range []error{clientadmin.ErrInvalidMetadata, clientadmin.ErrInvalidRedirectURI, clientadmin.ErrInvalidRequest, clientadmin.ErrKeyReused} {
 		if errors.Is(err, usage) {
@@ -252,6 +233,58 @@ func printJSON(stdout io.Writer, v any) error {
 	}
 	_, err = stdout.Write(append(b, '\n'))
 	return err
+}
+
+// parseWithID parses the arguments of a command that takes an ID (when
+// wantID) and flags: the ID comes first ("authd clients get ID -flags") or
+// after the flags. Generated IDs are base64url and may start with "-", so
+// only a defined flag is a flag. envErr are the settings' problems, for the
+// caller to report with its own checks; err is parse's (errHelp after -h)
+// or a usage error.
+func parseWithID(fs *flag.FlagSet, wantID bool, usage string, args []string, getenv func(string) string, stdout io.Writer) (id string, envErr, err error) {
+	if wantID && len(args) > 0 && !isFlag(fs, args[0]) {
+		id, args = args[0], args[1:]
+	}
+	if envErr, err = envErrors(parse(fs, usage, args, getenv, stdout)); err != nil {
+		return "", nil, err
+	}
+	if wantID && id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if err := noArgs(fs); err != nil {
+		return "", nil, err
+	}
+	if wantID && id == "" {
+		return "", nil, usagef("usage: authd %s ID", fs.Name())
+	}
+	return id, envErr, nil
+}
+
+// readJSONInput reads a command's JSON input from stdin (at most 1 MiB).
+// A terminal on stdin, or nothing piped in, is a usage error: onTerminal
+// and onEmpty say what to pipe in.
+func readJSONInput(stdin io.Reader, what, onTerminal, onEmpty string) ([]byte, error) {
+	if isTerminal(stdin) {
+		return nil, usagef("%s", onTerminal)
+	}
+	body, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, usagef("%s", onEmpty)
+	}
+	return body, nil
+}
+
+// isTerminal reports whether stdin is a terminal: a command that reads its
+// input from stdin says how to pipe it in rather than wait for typing.
+func isTerminal(stdin io.Reader) bool {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // isFlag reports whether arg names a flag of fs (or asks for help).

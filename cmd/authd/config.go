@@ -30,6 +30,7 @@ type config struct {
 	AuthSessionTTL  time.Duration
 	LogLevel        string
 	TokenRateLimit  float64
+	SignInRateLimit float64
 	DPoPNonce       string
 	RequirePAR      bool
 	PKCERows        bool
@@ -73,6 +74,7 @@ func (c *config) flags(fs *flag.FlagSet, server bool) {
 	fs.BoolVar(&c.RequirePAR, "require-par", false, "every authorization request must be pushed to /oauth2/par first (RFC 9126 Section 6) (AUTHD_REQUIRE_PAR)")
 	fs.BoolVar(&c.PKCERows, "pkce-rows", false, "also write each code's PKCE session to the pkce_sessions table, where authd before 2026-12 reads it: true during a rolling upgrade from such a version, then false (AUTHD_PKCE_ROWS)")
 	fs.Float64Var(&c.TokenRateLimit, "token-rate-limit", 5000, "token requests per second per client_id (burst 2x); 0 disables (AUTHD_TOKEN_RATE_LIMIT)")
+	fs.Float64Var(&c.SignInRateLimit, "signin-rate-limit", 10, "requests per second per source address to the sign-in methods' own routes, e.g. passkey options (burst 10x); 0 disables (AUTHD_SIGNIN_RATE_LIMIT)")
 	c.jobs.flags(fs, true)
 	c.perf.flags(fs)
 	c.ops.flags(fs)
@@ -137,6 +139,9 @@ func (c *config) validate(ctx context.Context, getenv func(string) string, envEr
 	if c.TokenRateLimit < 0 {
 		errs.addf("AUTHD_TOKEN_RATE_LIMIT: must not be negative (got %g); 0 disables", c.TokenRateLimit)
 	}
+	if c.SignInRateLimit < 0 {
+		errs.addf("AUTHD_SIGNIN_RATE_LIMIT: must not be negative (got %g); 0 disables", c.SignInRateLimit)
+	}
 	if c.DPoPNonce != "" && c.DPoPNonce != "on" && c.DPoPNonce != "off" {
 		errs.addf("AUTHD_DPOP_NONCE: must be on or off (got %q)", c.DPoPNonce)
 	}
@@ -173,20 +178,24 @@ func (c *config) warn(msg string, args ...any) {
 // oauthConfig maps the CLI settings to the server's.
 func (c *config) oauthConfig() oauth.Config {
 	oc := oauth.Config{
-		Issuer:           c.Issuer,
-		Secret:           []byte(c.Secret),
-		AuthorizeCodeTTL: c.CodeTTL,
-		AccessTokenTTL:   c.AccessTokenTTL,
-		RefreshTokenTTL:  c.RefreshTokenTTL,
-		ReplayWindow:     c.ReplayWindow,
-		AuthSessionTTL:   c.AuthSessionTTL,
-		TokenLimits:      oauth.TokenLimits{PerSecond: c.TokenRateLimit},
-		DemoVerifier:     c.demoVerifier,
-		RequirePAR:       c.RequirePAR,
-		PKCERows:         c.PKCERows,
+		Issuer:            c.Issuer,
+		Secret:            []byte(c.Secret),
+		AuthorizeCodeTTL:  c.CodeTTL,
+		AccessTokenTTL:    c.AccessTokenTTL,
+		RefreshTokenTTL:   c.RefreshTokenTTL,
+		ReplayWindow:      c.ReplayWindow,
+		AuthSessionTTL:    c.AuthSessionTTL,
+		TokenLimits:       oauth.TokenLimits{PerSecond: c.TokenRateLimit},
+		MethodRouteLimits: oauth.TokenLimits{PerSecond: c.SignInRateLimit, Burst: int(10 * c.SignInRateLimit)},
+		DemoVerifier:      c.demoVerifier,
+		RequirePAR:        c.RequirePAR,
+		PKCERows:          c.PKCERows,
 	}
 	c.people.apply(&oc)
 	c.keys.apply(&oc)
+	if c.SignInRateLimit == 0 {
+		oc.MethodRouteLimits.PerSecond = -1 // off (oauth's zero value is its default)
+	}
 	if c.ReplayWindow == 0 {
 		oc.DisableReplay = true
 		oc.ReplayWindow = -1

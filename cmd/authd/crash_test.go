@@ -87,6 +87,42 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 	return nil
 }
 
+// waitKilled waits up to wait for the process to end by SIGKILL (a fault
+// of the fault-injection build fired), and fails t with timeout if it has
+// not ended by then. The result goes back to p.done for the cleanup.
+func (p *authdProcess) waitKilled(t *testing.T, wait time.Duration, timeout string) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("process A ended with %v, want SIGKILL", err)
+		}
+		p.done <- err
+	case <-time.After(wait):
+		t.Fatal(timeout)
+	}
+}
+
+// buildAuthd builds authd into a temporary directory, with the build tags
+// given (authd_faults: fault injection, faults.go).
+func buildAuthd(t *testing.T, tags ...string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build authd: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "authd")
+	args := []string{"build"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if out, err := exec.Command(goBin, append(args, "-o", bin, ".")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestRetryAfterProcessKilledAfterCommit: two authd processes share one
 // PostgreSQL and one Redis. The first is killed with SIGKILL right after
 // its exchange commits (before it writes Redis or answers); the client's
@@ -95,14 +131,7 @@ func startAuthd(t *testing.T, bin, addr string, env, extra []string) *authdProce
 func TestRetryAfterProcessKilledAfterCommit(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	redisAddr, _ := redistest.Start(t)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build authd: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "authd")
-	if out, err := exec.Command(goBin, "build", "-tags", "authd_faults", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildAuthd(t, "authd_faults")
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -139,16 +168,7 @@ func TestRetryAfterProcessKilledAfterCommit(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the first exchange was answered (%d); the fault did not fire", resp.StatusCode)
 	}
-	select {
-	case err := <-a.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("process A ended with %v, want SIGKILL", err)
-		}
-		a.done <- err // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("process A did not die")
-	}
+	a.waitKilled(t, 10*time.Second, "process A did not die")
 	var committed int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM access_tokens`).Scan(&committed); err != nil || committed != 1 {
 		t.Fatalf("%d access tokens committed by the first attempt (%v), want 1", committed, err)

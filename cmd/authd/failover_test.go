@@ -92,7 +92,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	dsn := pgtest.DSN(t)
 	masters, replicas := redistest.StartReplicatedCluster(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func (n nodeInterop) run(t *testing.T) {
 	}
 	dsn := pgtest.DSN(t)
 	redisAddr, _ := redistest.Start(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	store, closeStore, err := openStore(context.Background(), dsn, true)
 	if err != nil {
 		t.Fatal(err)

@@ -76,21 +76,6 @@ func janitorCount(t *testing.T, pool *pgxpool.Pool, prefix string) map[string]in
 	return out
 }
 
-// janitorTestBinary builds authd into a temporary directory.
-func janitorTestBinary(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build authd: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "authd")
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestJanitorThreeProcesses runs three "authd serve" processes with short
 // janitor intervals on one database while rows expire and tokens rotate
 // under them: expired rows go, live rows stay, each recurring job has one
@@ -98,7 +83,7 @@ func janitorTestBinary(t *testing.T) string {
 // error or a deadlock.
 func TestJanitorThreeProcesses(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func freePort(t *testing.T) string {
 // verifies against every process's JWKS after the new key signs.
 func TestKeyRotationThreeProcesses(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

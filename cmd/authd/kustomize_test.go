@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// container is the part of a rendered container TestKustomization reads
-// from k8s.raw.
+// rawContainers are a rendered workload's containers (init containers
+// first) as k8s.raw holds them: the part TestKustomization reads.
 func rawContainers(o k8s) []map[string]any {
 	spec, _ := o.raw["spec"].(map[string]any)
 	tmpl, _ := spec["template"].(map[string]any)

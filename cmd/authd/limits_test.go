@@ -80,7 +80,7 @@ func TestSharedLoginBudgets(t *testing.T) {
 		t.Skip("starts Redis servers and three authd processes")
 	}
 	dsn := pgtest.DSN(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	pool, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -134,9 +134,10 @@ a command. Every flag can also be set with an AUTHD_* environment variable
 (flag -database-url is AUTHD_DATABASE_URL); a flag wins over the environment.
 `
 
-// commands maps each subcommand to its implementation.
+// commandFunc is a subcommand's implementation.
 type commandFunc func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
 
+// commands maps each subcommand to its implementation.
 func commands() map[string]commandFunc {
 	return map[string]commandFunc{
 		"serve": func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {

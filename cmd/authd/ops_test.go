@@ -302,7 +302,7 @@ func TestServeDatabaseDown(t *testing.T) {
 // listener still serves; then the process exits 0 and the listener is
 // closed.
 func TestServeSIGTERMDrains(t *testing.T) {
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "AUTHD_DATABASE_URL=memory", "AUTHD_SECRET="+strings.Repeat("t", 40),
 		"AUTHD_ADDR=127.0.0.1:0", "AUTHD_OPS_ADDR=127.0.0.1:0", "AUTHD_DRAIN_DELAY=1s", "AUTHD_REDIS_URL=memory")

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
-	"github.com/authd/authd/clientadmin"
 	"github.com/authd/authd/federation"
 	"github.com/authd/authd/idempotency"
 	"github.com/authd/authd/oauth"
@@ -73,21 +69,9 @@ func cmdProviders(ctx context.Context, args []string, getenv func(string) string
 		fs.IntVar(&o.limit, "limit", 50, "providers per page (1–200)")
 		fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
 	}
-	var id string
-	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
-		id, rest = rest[0], rest[1:]
-	}
-	envErr, err := envErrors(parse(fs, subcommandUsage("providers "+name, nil, cmd.about), rest, getenv, stdout))
+	id, envErr, err := parseWithID(fs, cmd.id, subcommandUsage("providers "+name, nil, cmd.about), rest, getenv, stdout)
 	if err != nil {
 		return helpOK(err)
-	}
-	if cmd.id && id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	} else if err := noArgs(fs); err != nil {
-		return err
-	}
-	if cmd.id && id == "" {
-		return usagef("usage: authd providers %s ID", name)
 	}
 	var errs problems
 	errs.add(envErr)
@@ -105,16 +89,11 @@ func cmdProviders(ctx context.Context, args []string, getenv func(string) string
 	}
 	var body []byte
 	if cmd.stdin {
-		if f, ok := stdin.(*os.File); ok {
-			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-				return usagef("the provider is read from stdin; pipe JSON in, e.g.: authd providers %s < apple.json", name)
-			}
-		}
-		if body, err = io.ReadAll(io.LimitReader(stdin, 1<<20)); err != nil {
-			return fmt.Errorf("read provider: %w", err)
-		}
-		if len(bytes.TrimSpace(body)) == 0 {
-			return usagef("nothing on stdin; pipe the provider's JSON in")
+		body, err = readJSONInput(stdin, "provider",
+			fmt.Sprintf("the provider is read from stdin; pipe JSON in, e.g.: authd providers %s < apple.json", name),
+			"nothing on stdin; pipe the provider's JSON in")
+		if err != nil {
+			return err
 		}
 	}
 	store, closeStore, err := openRevokingStore(ctx, c, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -154,10 +133,7 @@ func cmdProviders(ctx context.Context, args []string, getenv func(string) string
 		}
 	}
 	if err != nil {
-		if errors.Is(err, clientadmin.ErrInvalidRequest) || errors.Is(err, clientadmin.ErrKeyReused) {
-			return usagef("%w", err)
-		}
-		return err
+		return clientsError(err)
 	}
 	return printJSON(stdout, out)
 }

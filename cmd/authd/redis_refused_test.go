@@ -137,7 +137,7 @@ func TestRedisRefusedTokenLatency(t *testing.T) {
 		t.Skip("runs two authd processes under a workload (-short)")
 	}
 	dsn := pgtest.DSN(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)

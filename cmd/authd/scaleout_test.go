@@ -552,7 +552,7 @@ func TestScaleOut(t *testing.T) {
 	// them would replay them (TestClusterFailover, which has replicas,
 	// does not revoke; issue 31's closing note).
 	nodes := redistest.StartCluster(t)
-	bin := janitorTestBinary(t)
+	bin := buildAuthd(t)
 
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {

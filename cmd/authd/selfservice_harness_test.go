@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,21 +26,6 @@ import (
 	"github.com/authd/authd/storage/postgres"
 	"github.com/authd/authd/storage/postgres/pgtest"
 )
-
-// buildFaultyAuthd builds authd with fault injection (faults.go) once per
-// test.
-func buildFaultyAuthd(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build authd: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "authd")
-	if out, err := exec.Command(goBin, "build", "-tags", "authd_faults", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // browser is a person's browser: a cookie jar, redirects not followed
 // (each step checks where it leads), and forms filled from the page.
@@ -147,7 +130,7 @@ func newSelfService(t *testing.T, extra ...string) *selfService {
 		t.Skip("builds and runs authd serve (skipped with -short)")
 	}
 	dsn := pgtest.DSN(t)
-	s := &selfService{t: t, bin: buildFaultyAuthd(t), smtp: mailtest.Start(t, nil)}
+	s := &selfService{t: t, bin: buildAuthd(t, "authd_faults"), smtp: mailtest.Start(t, nil)}
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +173,7 @@ func (s *selfService) exchange(p page, verifier string) *oauth2.Token {
 	return tok
 }
 
-// introspect reports whether token is active.
+// active reports whether token is active (introspection).
 func (s *selfService) active(token string) bool {
 	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, s.authd.base+"/oauth2/introspect", strings.NewReader(url.Values{"token": {token}}.Encode()))

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -240,16 +237,7 @@ func TestMailSentAfterProcessKilledBeforeSend(t *testing.T) {
 	s.conf.Endpoint.AuthURL = a.base + "/oauth2/authorize"
 	login, _ := s.authorize(b, "state-kill-1")
 	s.signUp(b, login, "crash@example.test", "crash passphrase")
-	select {
-	case err := <-a.done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("process A ended with %v, want SIGKILL", err)
-		}
-		a.done <- err
-	case <-time.After(20 * time.Second):
-		t.Fatal("process A was not killed before the send")
-	}
+	a.waitKilled(t, 20*time.Second, "process A was not killed before the send")
 	if n := len(s.smtp.Received()); n != 0 {
 		t.Fatalf("%d messages before the takeover", n)
 	}

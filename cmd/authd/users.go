@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/authd/authd/identity"
@@ -288,10 +287,8 @@ func usersError(err error) error {
 // readPassword reads one line from stdin, refusing a terminal (the
 // password would echo) so it is always piped in.
 func readPassword(stdin io.Reader, cmd, username string) (string, error) {
-	if f, ok := stdin.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return "", usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s\\n' \"$PASSWORD\" | authd users %s %s", cmd, username)
-		}
+	if isTerminal(stdin) {
+		return "", usagef("the password is read from stdin; pipe it in, e.g.: printf '%%s\\n' \"$PASSWORD\" | authd users %s %s", cmd, username)
 	}
 	if stdin == nil {
 		return "", usagef("the password is read from stdin")

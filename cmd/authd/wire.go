@@ -67,6 +67,11 @@ func newServer(ctx context.Context, c config, b backends, log, accessLog *slog.L
 	revoking := revocation.Store{Store: store, OnError: metrics.RevocationCacheError(log)}
 	if !oc.DisableReplay {
 		revoking.Cache = b.cache
+		// Drops a revocation could not make (a Cluster master down) are
+		// tried again until the replay window ends, so a promoted replica
+		// stops replaying the revoked responses soon after it takes over.
+		revoking.Retry = revocation.NewRetrier(b.cache, oc.ReplayWindow, 0)
+		go revoking.Retry.Run(ctx)
 	}
 	passwords := password.New(password.Options{Concurrency: c.people.PasswordHashConcurrency})
 	people := identity.New(revoking, identity.Options{SessionTTL: oc.SessionTTL, SessionIdleTTL: oc.SessionIdleTTL,

@@ -20,8 +20,6 @@ func cloneClient(c *storage.Client) storage.Client {
 	return cp
 }
 
-// GetClient returns a copy of the client as a *storage.Client, or an error
-// matching storage.ErrNotFound.
 // LockClient reports whether the client exists. The memory store applies
 // each write under one mutex and has no row locks, so concurrent
 // read-modify-writes of one client can still interleave here (dev only).
@@ -34,7 +32,8 @@ func (s *Store) LockClient(_ context.Context, id string) error {
 	return nil
 }
 
-// GetClient returns the client with the given id.
+// GetClient returns a copy of the client with the given id (a
+// *storage.Client), or an error matching storage.ErrNotFound.
 func (s *Store) GetClient(_ context.Context, id string) (fosite.Client, error) {
 	var (
 		c  storage.Client

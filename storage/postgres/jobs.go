@@ -150,31 +150,24 @@ func (s *Store) ExtendLease(ctx context.Context, l storage.Lease, d time.Duratio
 // finish runs the conditional UPDATE set (arguments from $4 on: args) on the
 // job of lease l and, if it won and next is not nil, enqueues next, in one
 // transaction (a savepoint if ctx carries one).
-func (s *Store) finish(ctx context.Context, op string, l storage.Lease, next *storage.NewJob, set string, args ...any) (err error) {
+func (s *Store) finish(ctx context.Context, op string, l storage.Lease, next *storage.NewJob, set string, args ...any) error {
 	op = fmt.Sprintf("%s job %d", op, l.JobID)
-	tx, err := s.BeginTX(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
+	return storage.InTx(ctx, s, func(tx context.Context) error {
+		tag, err := s.q(tx).Exec(tx, `UPDATE jobs SET `+set+` WHERE `+leaseHeld,
+			append([]any{l.JobID, l.Worker, l.Attempt}, args...)...)
 		if err != nil {
-			_ = s.Rollback(tx)
+			return translate(op, err)
 		}
-	}()
-	tag, err := s.q(tx).Exec(tx, `UPDATE jobs SET `+set+` WHERE `+leaseHeld,
-		append([]any{l.JobID, l.Worker, l.Attempt}, args...)...)
-	if err != nil {
-		return translate(op, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %s: %w", op, storage.ErrLeaseLost)
-	}
-	if next != nil {
-		if _, _, err := s.EnqueueJob(tx, *next); err != nil {
-			return err
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("postgres: %s: %w", op, storage.ErrLeaseLost)
 		}
-	}
-	return s.Commit(tx)
+		if next != nil {
+			if _, _, err := s.EnqueueJob(tx, *next); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // CompleteJob marks the job done and enqueues next, atomically, if the lease

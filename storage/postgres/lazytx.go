@@ -36,7 +36,7 @@ var errNestedDeferred = errors.New("postgres: a deferred transaction cannot nest
 
 // withBegin returns b with BEGIN in front if the transaction has not begun,
 // and marks it begun (the caller sends the result and must read BEGIN's
-// result first: see skipBegin).
+// result first: see send).
 func (t *lazyTx) withBegin(b *pgx.Batch) (*pgx.Batch, bool) {
 	if t.begun {
 		return b, false

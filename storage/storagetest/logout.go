@@ -345,7 +345,7 @@ func testLogoutConcurrentClaims(t *testing.T, s Store) {
 	}
 }
 
-// testLogoutNoteRacesSessionEnd: codes issued (TouchSession and
+// testLogoutNoteRace: codes issued (TouchSession and
 // NoteSessionClient in one transaction) while the session ends: every
 // client whose transaction committed gets a delivery.
 func testLogoutNoteRace(t *testing.T, s Store) {

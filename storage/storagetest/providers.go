@@ -1,8 +1,8 @@
 package storagetest
 
 import (
+	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,29 +104,13 @@ func newFedUser(t *testing.T, s storage.Store, name string, password bool) *stor
 func testLinkOnce(t *testing.T, s storage.Store) {
 	u := newFedUser(t, s, "link", false)
 	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for range Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, err := s.BeginTX(t.Context())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ok, err := s.LinkFederatedIdentity(ctx, &storage.FederatedIdentity{Issuer: "https://i", Sub: "s", ProviderID: "p", Subject: u.Subject})
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins.Add(1)
-			}
-			if err := s.Commit(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	noErr(t, "concurrent links", errors.Join(race(t, s, func(ctx context.Context) error {
+		ok, err := s.LinkFederatedIdentity(ctx, &storage.FederatedIdentity{Issuer: "https://i", Sub: "s", ProviderID: "p", Subject: u.Subject})
+		if ok {
+			wins.Add(1)
+		}
+		return err
+	})...))
 	if wins.Load() != 1 {
 		t.Fatalf("%d links inserted", wins.Load())
 	}
@@ -145,29 +129,13 @@ func testConsumeOnce(t *testing.T, s storage.Store) {
 	}
 	_ = s.Rollback(ctx)
 	var wins atomic.Int32
-	var wg sync.WaitGroup
-	for range Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, err := s.BeginTX(t.Context())
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ok, err := s.ConsumeSubjectToken(ctx, "x:rolled-back", exp)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins.Add(1)
-			}
-			if err := s.Commit(ctx); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	noErr(t, "concurrent consumptions", errors.Join(race(t, s, func(ctx context.Context) error {
+		ok, err := s.ConsumeSubjectToken(ctx, "x:rolled-back", exp)
+		if ok {
+			wins.Add(1)
+		}
+		return err
+	})...))
 	if wins.Load() != 1 {
 		t.Fatalf("%d consumptions were first", wins.Load())
 	}

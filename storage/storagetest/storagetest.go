@@ -702,7 +702,7 @@ func testDeleteClient(t *testing.T, s Store) {
 
 // race runs op Concurrency times in parallel, each in its own transaction
 // (committed on success, rolled back on error), and returns the errors.
-func race(t *testing.T, s Store, op func(ctx context.Context) error) []error {
+func race(t *testing.T, s storage.Store, op func(ctx context.Context) error) []error {
 	t.Helper()
 	ctx := t.Context()
 	errs := make([]error, Concurrency)
