@@ -143,6 +143,15 @@ func (s *Server) challenge(req *tokenRequest) (*answer, error) {
 	if err := s.chargeClient(ctx, client); err != nil {
 		return nil, err
 	}
+	// A request that starts a sign-in or asks for a passkey challenge
+	// writes single-use rows (an auth_session, a ceremony): the source
+	// address's budget of the sign-in methods' own routes
+	// (AUTHD_SIGNIN_RATE_LIMIT, limitMethodRoute).
+	if step.handle == "" || step.kind == inputPasskeyOptions {
+		if ok, wait := s.limits.Take(ctx, "signin-route", clientIP(r), s.cfg.MethodRouteLimits.rate()); !ok {
+			return nil, errTooManyRequests(wait, "Too many sign-ins started from this address; retry after the Retry-After delay.")
+		}
+	}
 	// §9, RFC 9449: a proof binds the auth_session (and the code) to its
 	// key. Checked before anything is read or consumed.
 	if err := s.checkDPoP(ctx, req, requiresDPoP(client)); err != nil {
