@@ -200,11 +200,16 @@ func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 }
 
 // TrimSessions ends the subject's sessions beyond its keep newest
-// (endSessionsSQL: their back-channel logouts are queued).
+// (endSessionsSQL: their back-channel logouts are queued). The rows are
+// locked in one order (newest first, FOR UPDATE in the subquery), so
+// concurrent trims of one user queue instead of deadlocking: the DELETE
+// alone locked them in its scan's order, and two sign-ins of one user
+// trimming at once waited for PostgreSQL's deadlock detection (1 s) and
+// one failed.
 func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
 	var n int
 	err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`id IN (SELECT id FROM sessions WHERE subject = $1
-		ORDER BY created_at DESC, id OFFSET $2)`), subject, keep).Scan(&n)
+		ORDER BY created_at DESC, id OFFSET $2 FOR UPDATE)`), subject, keep).Scan(&n)
 	if err != nil {
 		return 0, translate("trim sessions", err)
 	}
