@@ -77,7 +77,11 @@ func cmdProviders(ctx context.Context, args []string, getenv func(string) string
 	if cmd.id && len(rest) > 0 && !isFlag(fs, rest[0]) {
 		id, rest = rest[0], rest[1:]
 	}
-	envErr, err := envErrors(parse(fs, subcommandUsage("providers "+name, nil, cmd.about), rest, getenv, stdout))
+	var usageArgs []string
+	if cmd.id {
+		usageArgs = []string{"ID"}
+	}
+	envErr, err := envErrors(parse(fs, subcommandUsage("providers "+name, usageArgs, cmd.about), rest, getenv, stdout))
 	if err != nil {
 		return helpOK(err)
 	}
