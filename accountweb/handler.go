@@ -172,6 +172,11 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request) bool {
 
 func (h *Handler) render(w http.ResponseWriter, status int, d templates.FormData) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if status == http.StatusUnauthorized {
+		// RFC 9110 §15.5.2: a 401 carries a challenge, the same as the
+		// oauth package's pages.
+		w.Header().Set("WWW-Authenticate", `Cookie realm="authd"`)
+	}
 	w.WriteHeader(status)
 	if err := h.cfg.Pages.SelfService(w, d); err != nil {
 		h.cfg.Logger.Error("render self-service page", "error", err)

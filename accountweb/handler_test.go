@@ -129,6 +129,10 @@ func TestAccountPagesNeedASession(t *testing.T) {
 		if rec.Code != http.StatusUnauthorized {
 			t.Errorf("%s without a session: %d", path, rec.Code)
 		}
+		// RFC 9110 §15.5.2: a 401 carries a challenge.
+		if rec.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s without a session: 401 without WWW-Authenticate", path)
+		}
 	}
 }
 

@@ -208,8 +208,10 @@ func writeNotFound(w http.ResponseWriter, _ *http.Request) {
 
 func writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
-	body, _ := json.Marshal(map[string]string{
-		"error": "invalid_request", "error_description": "The HTTP method " + r.Method + " is not allowed on this endpoint."})
+	// clientadmin.Error bounds the method echoed (any token, any length)
+	// and keeps it in error_description's charset, as oauth's answer does.
+	body, _ := json.Marshal(&clientadmin.Error{Code: "invalid_request",
+		Description: "The HTTP method " + r.Method + " is not allowed on this endpoint."})
 	writeGeneric(w, http.StatusMethodNotAllowed, string(body))
 }
 

@@ -62,7 +62,8 @@ func (s *Server) lookupGrant(form url.Values) (grant, string, error) {
 	}
 	g, ok := s.grants[name]
 	if !ok {
-		return nil, "", fosite.ErrUnsupportedGrantType.WithHint("The grant type is not supported; use authorization_code, refresh_token or client_credentials.")
+		// The grants discovery advertises (token exchange with providers).
+		return nil, "", fosite.ErrUnsupportedGrantType.WithHintf("The grant type is not supported; use one of %s.", strings.Join(s.grantTypesSupported(), ", "))
 	}
 	return g, name, nil
 }

@@ -123,6 +123,27 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", "no-store")
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(challengeWriter{w}, r)
 	})
 }
+
+// pageChallenge is the WWW-Authenticate challenge of a page's 401 (a
+// wrong password, no session): RFC 9110 §15.5.2 wants one on every 401.
+// The pages authenticate by their sign-in form and a session cookie, for
+// which no HTTP scheme is registered; browsers ignore a scheme they do not
+// know, so this opens no password dialog.
+const pageChallenge = `Cookie realm="authd"`
+
+// challengeWriter adds pageChallenge to a 401 that carries no challenge of
+// its own.
+type challengeWriter struct{ http.ResponseWriter }
+
+func (w challengeWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", pageChallenge)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w challengeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -157,6 +157,13 @@ func (s *Server) handlePAR(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// The OpenID Connect parameters the authorization endpoint checks
+	// (prompt, max_age, id_token_hint, claims) are refused here as there,
+	// not stored for an error redirect later (RFC 9126 §2.1).
+	if _, err := s.authnParamsOf(r, ar); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	form := ar.GetRequestForm()
 	jkt := form.Get("dpop_jkt")
 	if jkt != "" && !jktRe.MatchString(jkt) {

@@ -36,6 +36,30 @@ func TestPARBounds(t *testing.T) {
 	}
 }
 
+// TestPAROpenIDParameters: what the authorization endpoint refuses as
+// invalid_request (an unknown prompt value, prompt=none with another, a bad
+// max_age, a claims parameter that is not JSON, a foreign id_token_hint)
+// is refused when pushed too, not accepted and failed at the redirect.
+func TestPAROpenIDParameters(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	for name, extra := range map[string]url.Values{
+		"unknown prompt":    {"prompt": {"bogus"}},
+		"prompt none+login": {"prompt": {"none login"}},
+		"negative max_age":  {"max_age": {"-1"}},
+		"claims not JSON":   {"claims": {"{not json"}},
+		"foreign hint":      {"id_token_hint": {"abc.def.ghi"}},
+	} {
+		res := h.push(t, publicClient, "", publicRedirect, oauth2.GenerateVerifier(), extra)
+		if res.status != http.StatusBadRequest || res.body["error"] != "invalid_request" {
+			t.Errorf("%s: %d %v, want 400 invalid_request", name, res.status, res.body)
+		}
+	}
+	res := h.push(t, publicClient, "", publicRedirect, oauth2.GenerateVerifier(), url.Values{"prompt": {"login consent"}, "max_age": {"0"}})
+	if res.status != http.StatusCreated {
+		t.Fatalf("prompt=login consent, max_age=0: %d %v", res.status, res.body)
+	}
+}
+
 func clip(s string) string {
 	if len(s) > 80 {
 		return s[:80] + "…"

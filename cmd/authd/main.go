@@ -116,7 +116,8 @@ Usage:
   authd dev                      run on in-memory storage with a demo user and client
   authd serve                    run the server (AUTHD_DATABASE_URL, AUTHD_SECRET, …)
   authd migrate up|status        apply or show the PostgreSQL schema migrations
-  authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent
+  authd users add|list|show|rename|set-password|disable|enable|delete|sessions|sign-out|consents|revoke-consent|
+              require-mfa|reset-mfa|passkeys|remove-passkey|passkey-link
                                  manage users (JSON out; passwords on stdin; see authd users -h)
   authd clients create|list|get|update|delete|rotate-secret
                                  manage OAuth clients (JSON in and out; "add" = create)
@@ -188,7 +189,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if len(args) > 2 {
 			return usagef("help: unexpected argument %q; usage: authd help [COMMAND]", args[2])
 		}
-		if args[1] == "help" {
+		if args[1] == "help" || isHelp(args[1]) {
 			fmt.Fprint(stdout, usage)
 			return nil
 		}

@@ -69,7 +69,11 @@ func cmdProviders(ctx context.Context, args []string, getenv func(string) string
 		fs.IntVar(&o.limit, "limit", 50, "providers per page (1–200)")
 		fs.StringVar(&o.cursor, "cursor", "", "next_cursor of the previous page")
 	}
-	id, envErr, err := parseWithID(fs, cmd.id, subcommandUsage("providers "+name, nil, cmd.about), rest, getenv, stdout)
+	var usageArgs []string
+	if cmd.id {
+		usageArgs = []string{"ID"}
+	}
+	id, envErr, err := parseWithID(fs, cmd.id, subcommandUsage("providers "+name, usageArgs, cmd.about), rest, getenv, stdout)
 	if err != nil {
 		return helpOK(err)
 	}

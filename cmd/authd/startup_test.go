@@ -23,6 +23,9 @@ func TestSubcommandHelp(t *testing.T) {
 		"clients get":          "usage: authd clients get ID [flags]\n",
 		"migrate up":           "usage: authd migrate up [flags]\n",
 		"keys rotate":          "usage: authd keys rotate [flags]\n",
+		"providers show":       "usage: authd providers show ID [flags]\n",
+		"providers update":     "usage: authd providers update ID [flags]\n",
+		"providers delete":     "usage: authd providers delete ID [flags]\n",
 	}
 	n := 0
 	for cmd, subs := range subcommands() {
@@ -57,6 +60,22 @@ func TestSubcommandHelp(t *testing.T) {
 	_, list, _ := runMain(t, "clients", "list", "-h")
 	if !strings.Contains(add, "-email-verified") || !strings.Contains(list, "-cursor") || strings.Contains(add, "-cursor") {
 		t.Errorf("users add -h:\n%s\nclients list -h:\n%s", add, list)
+	}
+}
+
+// TestHelpHelp: "authd help -h" (and "authd help help") print the
+// command list, exit 0, and the list names every users subcommand.
+func TestHelpHelp(t *testing.T) {
+	_, want, _ := runMain(t, "help")
+	for _, args := range [][]string{{"help", "-h"}, {"help", "--help"}, {"help", "help"}} {
+		if code, out, stderr := runMain(t, args...); code != 0 || out != want || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+	for _, sub := range subcommands()["users"] {
+		if !strings.Contains(want, sub) {
+			t.Errorf("authd help does not list users %s", sub)
+		}
 	}
 }
 

@@ -390,6 +390,11 @@ var pageTmpl = template.Must(template.New("p").Parse(`<!doctype html><html lang=
 func (m *Method) page(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable {
+		// The provider or the database is away for a moment: say when
+		// to try again (RFC 9110 §10.2.3), as the other sign-in pages do.
+		w.Header().Set("Retry-After", "2")
+	}
 	w.WriteHeader(status)
 	_ = pageTmpl.Execute(w, msg)
 }
