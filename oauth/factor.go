@@ -73,12 +73,14 @@ const mfaAMR = "mfa"
 // instead of asking its Has.
 const mfaFactor = "otp"
 
-// factorNeed is the level of the session the request needs (acr.go), and
-// whether the user must be asked a second factor: the request asks for
-// two factors (acr_values, claims), the client requires them
-// (require_mfa), the user has a factor, or an operator requires one. The
-// user's factors are read only when the session is below two factors.
-// A read that fails asks (fail closed).
+// factorRequired reports whether the user must be asked a second factor,
+// and whether the session already meets the level the request needs
+// (acr.go): the request asks for two factors (acr_values, claims), the
+// client requires them (require_mfa), the user has a factor, or an
+// operator requires one. The user's factors matter only when the session
+// is below two factors; they usually came with the session
+// (currentSessionFor: signin.ReadFactor), else they are read here. A read
+// that fails asks (fail closed).
 func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 	need := max(2, a.authn.acr.need())
 	if need > 2 {
@@ -97,18 +99,27 @@ func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
 	}
 	ctx := a.r.Context()
 	if s.mfa != nil {
-		has, req, err := s.mfa.State(ctx, a.cur.user.Subject)
-		if err != nil {
-			s.log.Error("read second factor", "error", err)
-			return true, false
+		has, req := a.cur.factors.TOTP, a.cur.factors.Required
+		if !a.cur.factorsRead {
+			var err error
+			if has, req, err = s.mfa.State(ctx, a.cur.user.Subject); err != nil {
+				s.log.Error("read second factor", "error", err)
+				return true, false
+			}
 		}
 		if has || req {
 			return true, false
 		}
 	}
-	// The other factors (a passkey's), each asked.
+	// The other factors (a passkey's), each asked unless read already.
 	for _, f := range s.factors {
 		if s.mfa != nil && f.Name() == mfaFactor {
+			continue
+		}
+		if rf, ok := f.(signin.ReadFactor); ok && a.cur.factorsRead {
+			if rf.HasIn(a.cur.factors) {
+				return true, false
+			}
 			continue
 		}
 		ok, err := f.Has(ctx, a.cur.user)
