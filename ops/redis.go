@@ -126,9 +126,17 @@ func (h *RedisHealth) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // ProcessPipelineHook implements redis.Hook: each command's outcome counts.
+// A pipeline that returns no error has no failed command (go-redis returns
+// its commands' first error), so their errors are read only when it
+// failed: on the pipeliner's deferred face this hook runs on the batch's
+// dispatch goroutine, where each read of a command costs go-redis a
+// goroutine-ID lookup (its self-deadlock guard parses runtime.Stack).
 func (h *RedisHealth) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if err == nil {
+			return nil
+		}
 		for _, c := range cmds {
 			if Failed(c.Err()) {
 				h.record(c.Err())
