@@ -131,32 +131,50 @@ func (s *Service) ResumeSessionUser(ctx context.Context, ref string) (Session, U
 // authorization request needs (Consent.Covers). An empty clientID reads
 // no consent. Errors as ResumeSessionUser.
 func (s *Service) ResumeSessionFor(ctx context.Context, ref, clientID string) (Session, User, *Consent, error) {
+	x, u, c, _, err := s.ResumeSignIn(ctx, ref, clientID)
+	return x, u, c, err
+}
+
+// Factors are a user's second factors and whether an operator requires
+// one (RequireMFA), as the sign-in decision asks them of a session below
+// two factors.
+type Factors struct {
+	TOTP     bool // a confirmed authenticator app
+	Passkey  bool // a passkey that is not disabled
+	Required bool // an operator requires a second factor
+}
+
+// ResumeSignIn is ResumeSessionFor with the user's second factors, read in
+// the same query (a returning user's sign-in is one read); with an empty
+// clientID the factors are not read (zero). Errors as ResumeSessionUser.
+func (s *Service) ResumeSignIn(ctx context.Context, ref, clientID string) (Session, User, *Consent, Factors, error) {
 	if len(ref) != base64.RawURLEncoding.EncodedLen(refLen) {
-		return Session{}, User{}, nil, ErrNoSession
+		return Session{}, User{}, nil, Factors{}, ErrNoSession
 	}
 	var (
 		x   *storage.Session
 		u   *storage.User
 		c   *storage.Consent
+		f   storage.UserFactors
 		err error
 	)
 	if clientID == "" {
 		x, u, err = s.store.GetSessionUser(ctx, sessionID(ref), s.opts.Now())
 	} else {
-		x, u, c, err = s.store.GetSessionUserConsent(ctx, sessionID(ref), clientID, s.opts.Now())
+		x, u, c, f, err = s.store.GetSessionUserConsent(ctx, sessionID(ref), clientID, s.opts.Now())
 	}
 	if errors.Is(err, storage.ErrNotFound) {
-		return Session{}, User{}, nil, ErrNoSession
+		return Session{}, User{}, nil, Factors{}, ErrNoSession
 	}
 	if err != nil {
-		return Session{}, User{}, nil, fmt.Errorf("identity: resume session: %w", err)
+		return Session{}, User{}, nil, Factors{}, fmt.Errorf("identity: resume session: %w", err)
 	}
 	var consent *Consent
 	if c != nil {
 		v := viewConsent(c)
 		consent = &v
 	}
-	return viewSession(x), view(u), consent, nil
+	return viewSession(x), view(u), consent, Factors{TOTP: f.TOTP, Passkey: f.Passkey, Required: f.MFARequired}, nil
 }
 
 // UseSession marks the session used (its idle expiry moves forward) and

@@ -43,6 +43,11 @@ type signedIn struct {
 	// session ("" if none was); consent is that consent, nil if none.
 	consentOf string
 	consent   *identity.Consent
+	// factors are the user's second factors, read with the session when
+	// factorsRead (an authorization request's read, currentSessionFor):
+	// factorRequired then asks no more.
+	factors     identity.Factors
+	factorsRead bool
 }
 
 // currentSession returns the browser's valid session, if any. A cookie
@@ -53,14 +58,14 @@ func (s *Server) currentSession(ctx context.Context, r *http.Request) (signedIn,
 }
 
 // currentSessionFor is currentSession with the user's remembered consent
-// for clientID, read in the same query (consentCovers uses it); "" reads
-// none.
+// for clientID and second factors, read in the same query (consentCovers
+// and factorRequired use them); "" reads neither.
 func (s *Server) currentSessionFor(ctx context.Context, r *http.Request, clientID string) (signedIn, bool) {
 	ref := s.cookies.sessionRef(r)
 	if ref == "" {
 		return signedIn{}, false
 	}
-	bs, u, c, err := s.people.ResumeSessionFor(ctx, ref, clientID)
+	bs, u, c, f, err := s.people.ResumeSignIn(ctx, ref, clientID)
 	if err != nil {
 		if !errors.Is(err, identity.ErrNoSession) {
 			s.log.Error("resume session", "error", err)
@@ -70,7 +75,7 @@ func (s *Server) currentSessionFor(ctx context.Context, r *http.Request, clientI
 	if u.Disabled {
 		return signedIn{}, false
 	}
-	return signedIn{ref: ref, session: bs, user: u, consentOf: clientID, consent: c}, true
+	return signedIn{ref: ref, session: bs, user: u, consentOf: clientID, consent: c, factors: f, factorsRead: clientID != ""}, true
 }
 
 // authzRequest is one authorization request as the flow sees it.

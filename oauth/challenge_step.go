@@ -333,7 +333,7 @@ func (s *Server) nextReply(tx context.Context, st *stepState) (*challengeReply, 
 	}
 	if st.as.Subject != "" {
 		in.session = &stepSession{subject: st.as.Subject, authTime: st.as.AuthTime, factor: amrLevel(st.as.AMR) >= 2}
-		in.factorRequired, _ = s.factorRequiredFor(tx, acr, st.client.RequireMFA, st.user, st.as.AMR)
+		in.factorRequired, _ = s.factorRequiredFor(tx, acr, st.client.RequireMFA, st.user, st.as.AMR, nil)
 	}
 	switch next := decide(in); next {
 	case stepSignIn, stepReauth:

@@ -73,20 +73,27 @@ const mfaAMR = "mfa"
 // instead of asking its Has.
 const mfaFactor = "otp"
 
-// factorRequired reports whether the user must be asked a second factor:
-// the request asks for two factors (acr_values, claims, acr.go), the
+// factorRequired reports whether the user must be asked a second factor,
+// and whether the session already meets the level the request needs
+// (acr.go): the request asks for two factors (acr_values, claims), the
 // client requires them (require_mfa), the user has a factor, or an
-// operator requires one; sessionMeets: the session has two factors
-// already. The user's factors are read only when the session is below
-// two factors. A read that fails asks (fail closed).
+// operator requires one. The user's factors matter only when the session
+// is below two factors; they usually came with the session
+// (currentSessionFor: signin.ReadFactor), else they are read here. A read
+// that fails asks (fail closed).
 func (s *Server) factorRequired(a *authzRequest) (required, sessionMeets bool) {
-	return s.factorRequiredFor(a.r.Context(), a.authn.acr, a.client.RequireMFA, a.cur.user, a.cur.session.AMR)
+	var known *identity.Factors
+	if a.cur.factorsRead {
+		known = &a.cur.factors
+	}
+	return s.factorRequiredFor(a.r.Context(), a.authn.acr, a.client.RequireMFA, a.cur.user, a.cur.session.AMR, known)
 }
 
 // factorRequiredFor is factorRequired's rule for a request asking acr, of
 // a client that may require two factors, and a user whose proof so far is
-// amr: the authorization endpoint's and the challenge endpoint's.
-func (s *Server) factorRequiredFor(ctx context.Context, acr acrRequest, clientRequires bool, u identity.User, amr []string) (required, sessionMeets bool) {
+// amr and whose factors are known (read with the session) or nil (read
+// here): the authorization endpoint's and the challenge endpoint's.
+func (s *Server) factorRequiredFor(ctx context.Context, acr acrRequest, clientRequires bool, u identity.User, amr []string, known *identity.Factors) (required, sessionMeets bool) {
 	need := max(2, acr.need())
 	if need > 2 {
 		// phr alone: two factors are asked (the page offers the user's
@@ -103,18 +110,29 @@ func (s *Server) factorRequiredFor(ctx context.Context, acr acrRequest, clientRe
 		return true, false
 	}
 	if s.mfa != nil {
-		has, req, err := s.mfa.State(ctx, u.Subject)
-		if err != nil {
-			s.log.Error("read second factor", "error", err)
-			return true, false
+		has, req := false, false
+		if known != nil {
+			has, req = known.TOTP, known.Required
+		} else {
+			var err error
+			if has, req, err = s.mfa.State(ctx, u.Subject); err != nil {
+				s.log.Error("read second factor", "error", err)
+				return true, false
+			}
 		}
 		if has || req {
 			return true, false
 		}
 	}
-	// The other factors (a passkey's), each asked.
+	// The other factors (a passkey's), each asked unless read already.
 	for _, f := range s.factors {
 		if s.mfa != nil && f.Name() == mfaFactor {
+			continue
+		}
+		if rf, ok := f.(signin.ReadFactor); ok && known != nil {
+			if rf.HasIn(*known) {
+				return true, false
+			}
 			continue
 		}
 		ok, err := f.Has(ctx, u)

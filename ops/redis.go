@@ -126,18 +126,30 @@ func (h *RedisHealth) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // ProcessPipelineHook implements redis.Hook: each command's outcome counts.
+// A pipeline that returned no error has no failed command (go-redis
+// returns its commands' first error).
 func (h *RedisHealth) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if err == nil {
+			return nil
+		}
 		for _, c := range cmds {
-			if Failed(c.Err()) {
-				h.record(c.Err())
+			if cerr := settledErr(c); Failed(cerr) {
+				h.record(cerr)
 				break
 			}
 		}
 		return err
 	}
 }
+
+// settledErr is the error of a command that has run, read without waiting:
+// on the pipeliner's deferred face Err first checks whether the caller is
+// the batch's own dispatch goroutine, where this hook runs, by parsing
+// runtime.Stack (go-redis's self-deadlock guard: microseconds a command).
+// A clone carries the error and no batch.
+func settledErr(c redis.Cmder) error { return c.Clone().Err() }
 
 var (
 	_ redis.Hook = (*RedisHealth)(nil)

@@ -59,3 +59,55 @@ func TestRedisHealthCluster(t *testing.T) {
 	}
 	t.Logf("readiness says: %v", err)
 }
+
+// TestRedisHealthPipeline: in a pipeline, and on the pipeliner's deferred
+// face, a missing key or a script's answer is no failure, while a command
+// Redis could not serve counts even behind a missing key.
+func TestRedisHealthPipeline(t *testing.T) {
+	t.Parallel()
+	addr, _ := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer client.Close()
+	h := ops.NewRedisHealth(client, time.Minute)
+	client.AddHook(h)
+	ap, err := client.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxConcurrentBatches: 4, Unordered: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	busy := `return redis.error_reply('BUSY a script is running')`
+	answer := `return redis.error_reply('ERR wrong kind of value')`
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "ops:absent")
+		p.Eval(ctx, answer, nil)
+		p.Set(ctx, "ops:k", "v", time.Minute)
+		return nil
+	})
+	for range 20 {
+		f := ap.Submit(ctx, redis.NewStringCmd(ctx, "get", "ops:absent"))
+		if err := f.WaitContext(ctx); err != redis.Nil {
+			t.Fatalf("GET absent on the pipeliner: %v", err)
+		}
+	}
+	if n := h.Failures(); n != 0 {
+		t.Fatalf("%d failures counted for answers Redis gave on purpose", n)
+	}
+	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "ops:absent")
+		p.Eval(ctx, busy, nil)
+		return nil
+	})
+	if n := h.Failures(); n != 1 {
+		t.Fatalf("a BUSY reply behind a missing key: %d failures, want 1", n)
+	}
+	if err := h.Ping(ctx); err == nil || !strings.Contains(err.Error(), "BUSY") {
+		t.Fatalf("readiness after a BUSY reply: %v", err)
+	}
+	f := ap.Submit(ctx, redis.NewCmd(ctx, "eval", busy, 0))
+	if err := f.WaitContext(ctx); err == nil {
+		t.Fatal("BUSY script on the pipeliner answered no error")
+	}
+	if n := h.Failures(); n != 2 {
+		t.Fatalf("a BUSY reply on the pipeliner: %d failures, want 2", n)
+	}
+}

@@ -56,6 +56,15 @@ type Factor interface {
 	Verify(ctx context.Context, u identity.User, in Input) (Result, error)
 }
 
+// ReadFactor is implemented by a factor whose Has identity.Factors
+// answers. The flow reads those with the browser's session, in the same
+// query (identity.Service.ResumeSignIn), so its decision asks such a
+// factor nothing more; a factor without ReadFactor is asked Has. Pages
+// that list the user's factors still ask Has.
+type ReadFactor interface {
+	HasIn(f identity.Factors) bool
+}
+
 // Mounter is implemented by a method that needs routes of its own, such
 // as a passkey's options endpoint or an upstream provider's callback.
 // The flow mounts each route under /signin/NAME/ with the pages'

@@ -20,6 +20,19 @@ type TOTP struct {
 	CreatedAt time.Time
 }
 
+// UserFactors are the second factors a user has and whether an operator
+// requires one: what the sign-in decision asks of every session below two
+// factors, read with the session (SessionStore.GetSessionUserConsent).
+type UserFactors struct {
+	// TOTP: a confirmed TOTP (FactorStore.GetTOTP's Confirmed).
+	TOTP bool
+	// Passkey: a passkey that is not disabled (PasskeyStore.ListPasskeys,
+	// DisabledAt zero).
+	Passkey bool
+	// MFARequired: FactorStore.MFARequired.
+	MFARequired bool
+}
+
 // FactorStore keeps second factors: TOTP secrets, recovery codes, the
 // operator's requirement of a second factor per user, and the session's
 // raise to the factors it proved. Every single-use decision is one

@@ -46,10 +46,11 @@ type SessionStore interface {
 	// session cookie needs. ErrNotFound as GetSession.
 	GetSessionUser(ctx context.Context, id string, now time.Time) (*Session, *User, error)
 	// GetSessionUserConsent is GetSessionUser with the user's remembered
-	// consent for clientID, nil when there is none, read together (one
-	// query where the backend has them): what an authorization request
-	// with a session cookie needs. ErrNotFound as GetSession.
-	GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*Session, *User, *Consent, error)
+	// consent for clientID, nil when there is none, and the user's second
+	// factors (UserFactors), read together (one query where the backend
+	// has them): what an authorization request with a session cookie
+	// decides on. ErrNotFound as GetSession.
+	GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*Session, *User, *Consent, UserFactors, error)
 	// TouchSession returns the session with this ID if it is valid at now
 	// (before both expiries) and its user is not disabled, after moving its
 	// idle expiry to min(now+idle, ExpiresAt) and LastSeenAt to now, in one

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 
@@ -16,6 +19,10 @@ import (
 type dpopClient struct {
 	key   *ecdsa.PrivateKey
 	nonce atomic.Value // string
+	// tokenEndpoint is the token_endpoint of the server's metadata: the
+	// htu of every proof (authbench's proofs go to the token endpoint
+	// only).
+	tokenEndpoint string
 }
 
 func newDPoPClient() (*dpopClient, error) {
@@ -28,11 +35,15 @@ func newDPoPClient() (*dpopClient, error) {
 	return c, nil
 }
 
-// sign adds a fresh proof for req to it.
+// sign adds a fresh proof for req, a token request, to it.
 func (c *dpopClient) sign(req *http.Request) error {
-	u := *req.URL
-	u.RawQuery, u.Fragment = "", ""
-	proof, err := dpop.NewProof(c.key, dpop.AlgES256, dpop.ProofClaims{Method: req.Method, URL: u.String(), Nonce: c.nonce.Load().(string)})
+	htu := c.tokenEndpoint
+	if htu == "" {
+		u := *req.URL
+		u.RawQuery, u.Fragment = "", ""
+		htu = u.String()
+	}
+	proof, err := dpop.NewProof(c.key, dpop.AlgES256, dpop.ProofClaims{Method: req.Method, URL: htu, Nonce: c.nonce.Load().(string)})
 	if err != nil {
 		return err
 	}
@@ -45,4 +56,19 @@ func (c *dpopClient) observe(h http.Header) {
 	if n := h.Get("DPoP-Nonce"); n != "" {
 		c.nonce.Store(n)
 	}
+}
+
+// tokenEndpoint reads the token_endpoint of the server's metadata (RFC 8414
+// §2, served at OpenID Connect Discovery's path).
+func (r *runner) tokenEndpoint(ctx context.Context) (string, error) {
+	var meta struct {
+		TokenEndpoint string `json:"token_endpoint"`
+	}
+	if err := r.getJSON(ctx, "/.well-known/openid-configuration", &meta); err != nil {
+		return "", fmt.Errorf("-dpop: discovery: %w", err)
+	}
+	if meta.TokenEndpoint == "" {
+		return "", errors.New("-dpop: discovery: no token_endpoint")
+	}
+	return meta.TokenEndpoint, nil
 }

@@ -228,6 +228,13 @@ func runLoadWith(ctx context.Context, o *options, m mode, stderr io.Writer, init
 		if err != nil {
 			return nil, err
 		}
+		// The proofs' htu is the token endpoint the server publishes
+		// (RFC 9449 §4.3: compared with the server's own URL), which
+		// need not be the -target authbench connects to (bench/run.sh:
+		// a localhost issuer served on 127.0.0.1).
+		if c.tokenEndpoint, err = r.tokenEndpoint(ctx); err != nil {
+			return nil, err
+		}
 		r.dpop = c
 	}
 	r.progress = progressLine{w: stderr, quiet: o.Quiet, tty: isTerminal(stderr)}

@@ -52,6 +52,12 @@ func (f *Factor) Has(ctx context.Context, u identity.User) (bool, error) {
 	return false, nil
 }
 
+// HasIn implements signin.ReadFactor: a passkey that is not turned off,
+// as Has answers.
+func (f *Factor) HasIn(fs identity.Factors) bool { return fs.Passkey }
+
+var _ signin.ReadFactor = (*Factor)(nil)
+
 // Render implements signin.Factor.
 func (f *Factor) Render(_ context.Context, p signin.Page) template.HTML {
 	var b bytes.Buffer

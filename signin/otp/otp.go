@@ -48,6 +48,12 @@ func (f *Factor) Has(ctx context.Context, u identity.User) (bool, error) {
 	return f.codes.Has(ctx, u.Subject)
 }
 
+// HasIn implements signin.ReadFactor: a confirmed authenticator app, what
+// Has reads through package totp.
+func (f *Factor) HasIn(fs identity.Factors) bool { return fs.TOTP }
+
+var _ signin.ReadFactor = (*Factor)(nil)
+
 // Render implements signin.Factor.
 func (f *Factor) Render(_ context.Context, p signin.Page) template.HTML {
 	var b bytes.Buffer

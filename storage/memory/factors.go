@@ -261,3 +261,20 @@ func (s *Store) RaiseSession(ctx context.Context, id string, amr []string, authT
 	}
 	return out, nil
 }
+
+// userFactors is GetSessionUserConsent's storage.UserFactors.
+func (s *Store) userFactors(subject string) storage.UserFactors {
+	var out storage.UserFactors
+	s.tx(func() {
+		f := s.factors()
+		out.TOTP = f.totp[subject].Confirmed
+		out.MFARequired = f.required[subject]
+		for _, p := range s.pk().keys {
+			if p.Subject == subject && p.DisabledAt.IsZero() {
+				out.Passkey = true
+				break
+			}
+		}
+	})
+	return out
+}

@@ -88,21 +88,23 @@ func (s *Store) GetSessionUser(_ context.Context, id string, now time.Time) (*st
 	return out, user, nil
 }
 
-// GetSessionUserConsent returns a valid session, its user and the user's
-// consent for clientID (nil if none), or storage.ErrNotFound.
-func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, error) {
+// GetSessionUserConsent returns a valid session, its user, the user's
+// consent for clientID (nil if none) and second factors, or
+// storage.ErrNotFound.
+func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, storage.UserFactors, error) {
 	x, u, err := s.GetSessionUser(ctx, id, now)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, storage.UserFactors{}, err
 	}
+	f := s.userFactors(x.Subject)
 	c, err := s.GetConsent(ctx, x.Subject, clientID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return x, u, nil, nil
+		return x, u, nil, f, nil
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, storage.UserFactors{}, err
 	}
-	return x, u, c, nil
+	return x, u, c, f, nil
 }
 
 // TouchSession extends and returns a valid session, or storage.ErrNotFound.

@@ -91,29 +91,36 @@ func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*
 	return &x, &u, nil
 }
 
-// GetSessionUserConsent returns a valid session, its user and the user's
-// consent for clientID (nil if none) in one query, or storage.ErrNotFound.
-func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, error) {
+// GetSessionUserConsent returns a valid session, its user, the user's
+// consent for clientID (nil if none) and second factors in one query, or
+// storage.ErrNotFound. The factors are three index probes (primary keys,
+// passkeys_subject_idx) in the same round trip: the sign-in decision would
+// otherwise ask them one by one.
+func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, storage.UserFactors, error) {
 	var (
 		x                  storage.Session
 		u                  storage.User
+		f                  storage.UserFactors
 		scopes             []string
 		granted, updatedAt *time.Time
 	)
-	err := s.q(ctx).QueryRow(ctx, sessionUserSQL+`, c.scopes, c.granted_at, c.updated_at
+	err := s.q(ctx).QueryRow(ctx, sessionUserSQL+`, c.scopes, c.granted_at, c.updated_at,
+		EXISTS (SELECT 1 FROM totp_factors t WHERE t.subject = s.subject AND t.confirmed_at IS NOT NULL),
+		EXISTS (SELECT 1 FROM passkeys p WHERE p.subject = s.subject AND p.disabled_at IS NULL),
+		EXISTS (SELECT 1 FROM mfa_required_users m WHERE m.subject = s.subject)
 		FROM sessions s JOIN users u ON u.subject = s.subject
 		LEFT JOIN consents c ON c.subject = s.subject AND c.client_id = $3`+sessionUserWhere, id, now, clientID).
-		Scan(append(sessionUserDest(&x, &u), &scopes, &granted, &updatedAt)...)
+		Scan(append(sessionUserDest(&x, &u), &scopes, &granted, &updatedAt, &f.TOTP, &f.Passkey, &f.MFARequired)...)
 	if err != nil {
-		return nil, nil, nil, translate("get session, user and consent", err)
+		return nil, nil, nil, storage.UserFactors{}, translate("get session, user and consent", err)
 	}
 	normalizeSessionUser(&x, &u)
 	if granted == nil || updatedAt == nil {
-		return &x, &u, nil, nil
+		return &x, &u, nil, f, nil
 	}
 	c := &storage.Consent{Subject: x.Subject, ClientID: clientID, Scopes: scopes, GrantedAt: *granted, UpdatedAt: *updatedAt}
 	normalizeConsent(c)
-	return &x, &u, c, nil
+	return &x, &u, c, f, nil
 }
 
 // normalizeSessionUser puts the times of a session and its user read

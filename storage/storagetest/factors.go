@@ -19,6 +19,7 @@ var factorCases = []testCase{
 	{"FactorConcurrentRecoveryCode", testConcurrentRecoveryCode},
 	{"FactorMFARequired", testMFARequired},
 	{"FactorRaiseSession", testRaiseSession},
+	{"FactorsWithSession", testFactorsWithSession},
 }
 
 func confirmedTOTP(t *testing.T, s Store, name string) *storage.User {
@@ -164,4 +165,48 @@ func testRaiseSession(t *testing.T, s Store) {
 	wantErr(t, "RaiseSession expired", err, storage.ErrNotFound)
 	_, err = s.RaiseSession(ctx, "no-such-session", []string{"otp"}, now, now)
 	wantErr(t, "RaiseSession unknown", err, storage.ErrNotFound)
+}
+
+// testFactorsWithSession: GetSessionUserConsent's UserFactors are the
+// user's, as FactorState and ListPasskeys answer them (an unconfirmed TOTP
+// and a disabled passkey are none), and no other user's.
+func testFactorsWithSession(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustClient(t, s, "app")
+	now := time.Now().Truncate(time.Second)
+	session := func(id string, u *storage.User) {
+		noErr(t, "CreateSession", s.CreateSession(ctx, &storage.Session{ID: id, Subject: u.Subject, AuthTime: now,
+			AMR: []string{"pwd"}, IdleExpiresAt: now.Add(30 * time.Minute), ExpiresAt: now.Add(time.Hour)}))
+	}
+	alice, bob := mustUser(t, s, "alice"), mustUser(t, s, "bob")
+	session("hash-a", alice)
+	session("hash-b", bob)
+	want := func(step, id string, w storage.UserFactors) {
+		t.Helper()
+		_, _, _, got, err := s.GetSessionUserConsent(ctx, id, "app", now)
+		noErr(t, "GetSessionUserConsent", err)
+		if got != w {
+			t.Errorf("%s: factors = %+v, want %+v", step, got, w)
+		}
+	}
+	want("none", "hash-a", storage.UserFactors{})
+	noErr(t, "PutPendingTOTP", s.PutPendingTOTP(ctx, alice.Subject, []byte("x"), now))
+	want("unconfirmed TOTP", "hash-a", storage.UserFactors{})
+	noErr(t, "ConfirmTOTP", s.ConfirmTOTP(ctx, alice.Subject, 1, nil, now))
+	want("TOTP", "hash-a", storage.UserFactors{TOTP: true})
+	noErr(t, "SetMFARequired", s.SetMFARequired(ctx, alice.Subject, true, now))
+	want("required", "hash-a", storage.UserFactors{TOTP: true, MFARequired: true})
+	want("another user", "hash-b", storage.UserFactors{})
+	ps, ok := s.(storage.PasskeyStore)
+	if !ok {
+		return
+	}
+	noErr(t, "CreatePasskey", ps.CreatePasskey(ctx, &storage.Passkey{ID: []byte{1}, Subject: bob.Subject, PublicKey: []byte("x"),
+		AAGUID: make([]byte, 16), Name: "a", SignCount: 5}))
+	want("passkey", "hash-b", storage.UserFactors{Passkey: true})
+	if _, err := ps.UsePasskey(ctx, []byte{1}, 5, false, now); err != nil {
+		t.Fatalf("UsePasskey: %v", err)
+	}
+	want("disabled passkey", "hash-b", storage.UserFactors{})
+	want("another user's passkey", "hash-a", storage.UserFactors{TOTP: true, MFARequired: true})
 }

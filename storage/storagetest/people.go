@@ -479,18 +479,18 @@ func testSessionUserConsent(t *testing.T, s Store) {
 	noErr(t, "GetSessionUser", err)
 	wantC, err := s.GetConsent(ctx, u.Subject, "app")
 	noErr(t, "GetConsent", err)
-	gs, gu, gc, err := s.GetSessionUserConsent(ctx, "hash-1", "app", now)
+	gs, gu, gc, _, err := s.GetSessionUserConsent(ctx, "hash-1", "app", now)
 	noErr(t, "GetSessionUserConsent", err)
 	if !reflect.DeepEqual(gs, wantS) || !reflect.DeepEqual(gu, wantU) || !reflect.DeepEqual(gc, wantC) {
 		t.Errorf("GetSessionUserConsent = %#v, %#v, %#v; want %#v, %#v, %#v", gs, gu, gc, wantS, wantU, wantC)
 	}
-	gs, _, gc, err = s.GetSessionUserConsent(ctx, "hash-1", "other", now)
+	gs, _, gc, _, err = s.GetSessionUserConsent(ctx, "hash-1", "other", now)
 	noErr(t, "GetSessionUserConsent without consent", err)
 	if gc != nil || !reflect.DeepEqual(gs, wantS) {
 		t.Errorf("GetSessionUserConsent without consent = %#v, %#v; want the session and nil", gs, gc)
 	}
-	_, _, _, err = s.GetSessionUserConsent(ctx, "hash-1", "app", now.Add(31*time.Minute))
+	_, _, _, _, err = s.GetSessionUserConsent(ctx, "hash-1", "app", now.Add(31*time.Minute))
 	wantErr(t, "GetSessionUserConsent after idle expiry", err, storage.ErrNotFound)
-	_, _, _, err = s.GetSessionUserConsent(ctx, "missing", "app", now)
+	_, _, _, _, err = s.GetSessionUserConsent(ctx, "missing", "app", now)
 	wantErr(t, "GetSessionUserConsent missing", err, storage.ErrNotFound)
 }
