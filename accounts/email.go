@@ -13,7 +13,11 @@ import (
 // RequestEmailChange starts a change of the signed-in user's address to
 // newEmail: a code goes to the new address; nothing changes until it is
 // used (ConfirmEmailChange). A repeat of the same form sends nothing more.
+// ErrDisabled without mail.
 func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, newEmail, source string) (Pending, error) {
+	if !s.MailEnabled() {
+		return Pending{}, ErrDisabled
+	}
 	p, f, _, err := s.openFlow(ctx, storage.FlowEmailChange, formToken, newEmail)
 	if f == nil {
 		return p, err
@@ -33,6 +37,9 @@ func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, ne
 // is free) and queues a notice to the old address. Errors: ErrWrongCode,
 // ErrCodeExpired, ErrAddressTaken, *LimitError.
 func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p Proof) (identity.User, error) {
+	if !s.MailEnabled() {
+		return identity.User{}, ErrDisabled
+	}
 	f, err := s.check(ctx, id, storage.FlowEmailChange, p)
 	if err != nil {
 		return identity.User{}, err

@@ -114,9 +114,14 @@ func (h *Handler) LoginLinks(returnTo string) templates.AccountLinks {
 	return l
 }
 
-// AccountLinks are the account page's links.
+// AccountLinks are the account page's links: deletion always, email
+// change only when mail can be sent.
 func (h *Handler) AccountLinks() templates.AccountLinks {
-	return templates.AccountLinks{ChangeEmail: PathEmail, Delete: PathDelete}
+	l := templates.AccountLinks{Delete: PathDelete}
+	if h.cfg.Accounts.MailEnabled() {
+		l.ChangeEmail = PathEmail
+	}
+	return l
 }
 
 // pageHeaders sets the headers of every page (as package oauth's pages).
