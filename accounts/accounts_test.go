@@ -174,6 +174,47 @@ func TestSignUpRepeatedFormSendsOneMail(t *testing.T) {
 	}
 }
 
+// Sixteen identical submits at once (a double click, a retry after a
+// timeout) are one sign-up: one answer for all, none charged again or
+// refused (the address's budget is 5 messages), one mail, one user.
+func TestSignUpConcurrentRepeatsChargedOnce(t *testing.T) {
+	e := newEnv(t, accounts.LimitConfig{})
+	form := accounts.NewFormToken()
+	got := make([]accounts.Pending, 16)
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			got[i], errs[i] = e.svc.SignUp(context.Background(), accounts.SignUpInput{FormToken: form, Email: "many@example.test",
+				Password: "a long passphrase", Source: "192.0.2.7"})
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != got[0] || got[i].Flow == "" {
+			t.Fatalf("submit %d: %+v %v (the first %+v)", i, got[i], errs[i], got[0])
+		}
+	}
+	m := e.smtp.WaitDelivered(t, "many@example.test", "", 10*time.Second)
+	time.Sleep(500 * time.Millisecond) // any second message would be delivered by now
+	if n := len(e.smtp.Delivered()); n != 1 {
+		t.Fatalf("%d messages, want 1", n)
+	}
+	if _, _, err := e.svc.VerifySignUp(context.Background(), got[0].Flow, accounts.Proof{Code: m.Code()}); err != nil {
+		t.Fatal(err)
+	}
+	if us, err := e.people.List(context.Background(), "", 10); err != nil || len(us) != 1 {
+		t.Fatalf("%d users, %v", len(us), err)
+	}
+	// The address's budget was charged once: four more sign-ups pass.
+	for i := range 4 {
+		if _, err := e.svc.SignUp(context.Background(), accounts.SignUpInput{FormToken: accounts.NewFormToken(), Email: "many@example.test",
+			Password: "a long passphrase", Source: "192.0.2.7"}); err != nil {
+			t.Fatalf("sign-up %d after the repeats: %v", i, err)
+		}
+	}
+}
+
 // A sign-up with an address that has an account answers like a new one;
 // the owner gets a note, and no code verifies.
 func TestSignUpExistingAddressAnswersTheSame(t *testing.T) {

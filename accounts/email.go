@@ -22,13 +22,10 @@ func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, ne
 	if f == nil {
 		return p, err
 	}
-	if err := s.allow(ctx, source, f.Email); err != nil {
-		return Pending{}, err
-	}
 	f.Subject, f.ExpiresAt = subject, s.cfg.Now().Add(CodeTTL)
 	code, token := s.secretsFor(f, true)
 	return s.start(ctx, f, amail.Message{To: f.Email, Template: amail.TemplateEmailChangeCode,
-		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", f.ID, token)}})
+		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", f.ID, token)}}, s.charge(ctx, source, f.Email))
 }
 
 // ConfirmEmailChange checks the code sent to the new address and, in the
