@@ -346,6 +346,46 @@ func TestEmailChange(t *testing.T) {
 	}
 }
 
+// An email change to an address another account has is refused at
+// verification (the mailbox is proved: this tells its owner nothing
+// recovery would not); the old address stays and no notice is sent.
+func TestEmailChangeToAnAddressInUse(t *testing.T) {
+	e := newEnv(t, accounts.LimitConfig{})
+	ctx := context.Background()
+	if _, err := e.people.Add(ctx, identity.NewUser{Username: "ops-owner", Password: "owner passphrase", Email: "Shared@Example.test"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := e.people.Add(ctx, identity.NewUser{Username: "fay", Password: "fay passphrase", Email: "fay@example.test", EmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.svc.RequestEmailChange(ctx, u.Subject, accounts.NewFormToken(), "shared@example.test", "192.0.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := e.smtp.WaitDelivered(t, "shared@example.test", "confirm", 10*time.Second)
+	if _, err := e.svc.ConfirmEmailChange(ctx, u.Subject, p.Flow, accounts.Proof{Code: m.Code()}); !errors.Is(err, accounts.ErrEmailInUse) {
+		t.Fatalf("confirming an address another account has: %v", err)
+	}
+	if got, _ := e.people.GetBySubject(ctx, u.Subject); got.Email != "fay@example.test" || !got.EmailVerified {
+		t.Fatalf("the old address did not stay: %+v", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := countTo(e.smtp, "fay@example.test"); n != 0 {
+		t.Fatalf("%d notices to the old address of a refused change", n)
+	}
+}
+
+func countTo(s *mailtest.Server, to string) int {
+	n := 0
+	for _, m := range s.Delivered() {
+		if strings.EqualFold(m.To, to) {
+			n++
+		}
+	}
+	return n
+}
+
 func TestDeleteAccount(t *testing.T) {
 	e := newEnv(t, accounts.LimitConfig{})
 	ctx := context.Background()

@@ -32,7 +32,8 @@ func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, ne
 // transaction that uses it, makes it the user's verified address (and
 // their username, when the username was the old address and the new one
 // is free) and queues a notice to the old address. Errors: ErrWrongCode,
-// ErrCodeExpired, ErrAddressTaken, *LimitError.
+// ErrCodeExpired, ErrEmailInUse (another account has the address; the old
+// one stays), *LimitError.
 func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p Proof) (identity.User, error) {
 	if !s.MailEnabled() {
 		return identity.User{}, ErrDisabled
@@ -58,17 +59,23 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p 
 		if err != nil {
 			return ErrCodeExpired
 		}
+		// The address is proved (the code came from its mailbox), so
+		// saying another account uses it tells nothing "Forgot password?"
+		// would not; two accounts with one address would make recovery
+		// ambiguous. The refusal rolls back the use of the code.
+		if err := st.ClaimUserEmail(tx, subject, f.Email, newName); err != nil {
+			if errors.Is(err, storage.ErrAlreadyExists) {
+				return ErrEmailInUse
+			}
+			return err
+		}
 		if _, oldName, err := prepareEmail(old); err == nil && oldName == u.Username && newName != u.Username {
 			if err := st.RenameUser(tx, subject, newName); err != nil {
 				if errors.Is(err, storage.ErrAlreadyExists) {
-					return ErrAddressTaken
+					return ErrEmailInUse
 				}
 				return err
 			}
-		}
-		u.Email, u.EmailVerified = f.Email, true
-		if err := st.UpdateUserProfile(tx, u); err != nil {
-			return err
 		}
 		if old == "" || strings.EqualFold(old, f.Email) {
 			return nil

@@ -127,6 +127,9 @@ var (
 	// ErrAddressTaken: at verification, the address has an account (it was
 	// created meanwhile): told only to whoever holds the code.
 	ErrAddressTaken = errors.New("accounts: address taken")
+	// ErrEmailInUse: at an email change's verification, another account
+	// has the address (as its email or username): the old address stays.
+	ErrEmailInUse = errors.New("accounts: address used by another account")
 	// ErrReauth: deletion needs a sign-in within ReauthWindow: the
 	// password must be entered again.
 	ErrReauth = errors.New("accounts: re-authentication required")

@@ -205,6 +205,7 @@ var words = []struct {
 	{accounts.ErrCodeExpired, "This code has expired. Start again to get a new one."},
 	{accounts.ErrCodeUsed, "This code was already used."},
 	{accounts.ErrAddressTaken, "This address already has an account. Sign in, or use \"Forgot password?\"."},
+	{accounts.ErrEmailInUse, "This address is already used by another account."},
 	{accounts.ErrReauth, "Enter your password to confirm it is you."},
 	{accounts.ErrWrongPassword, "That password is not right."},
 }
