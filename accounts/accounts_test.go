@@ -346,6 +346,28 @@ func TestEmailChange(t *testing.T) {
 	}
 }
 
+// A sign-up whose address another account got meanwhile (an email change
+// verified after the sign-up began) creates no second account with it.
+func TestSignUpAddressClaimedMeanwhile(t *testing.T) {
+	e := newEnv(t, accounts.LimitConfig{})
+	ctx := context.Background()
+	p := e.signUp(t, accounts.NewFormToken(), "late@example.test")
+	m := e.smtp.WaitDelivered(t, "late@example.test", "Your code", 10*time.Second)
+	other, err := e.people.Add(ctx, identity.NewUser{Username: "ops-gil", Password: "gil passphrase"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.ClaimUserEmail(ctx, other.Subject, "Late@example.test", "late@example.test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.svc.VerifySignUp(ctx, p.Flow, accounts.Proof{Code: m.Code()}); !errors.Is(err, accounts.ErrAddressTaken) {
+		t.Fatalf("verifying a sign-up whose address another account has: %v", err)
+	}
+	if _, err := e.people.Get(ctx, "late@example.test"); !errors.Is(err, identity.ErrUserNotFound) {
+		t.Fatalf("a second account with the address: %v", err)
+	}
+}
+
 // An email change to an address another account has is refused at
 // verification (the mailbox is proved: this tells its owner nothing
 // recovery would not); the old address stays and no notice is sent.

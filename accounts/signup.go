@@ -206,13 +206,21 @@ func (s *Service) VerifySignUp(ctx context.Context, id string, p Proof) (identit
 		return identity.User{}, App{}, ErrCodeExpired
 	}
 	now := storage.NormalizeTime(s.cfg.Now())
-	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, Email: f.Email, EmailVerified: true,
-		CreatedAt: now, UpdatedAt: now}
+	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, CreatedAt: now, UpdatedAt: now}
 	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}
 		if err := s.cfg.Store.CreateUser(tx, u); err != nil {
+			if errors.Is(err, storage.ErrAlreadyExists) {
+				return ErrAddressTaken
+			}
+			return err
+		}
+		// The address, as an email change claims it: refused if another
+		// account got it since the sign-up began (one address, one
+		// account, or "Forgot password?" would name two).
+		if err := s.cfg.Store.ClaimUserEmail(tx, u.Subject, f.Email, username); err != nil {
 			if errors.Is(err, storage.ErrAlreadyExists) {
 				return ErrAddressTaken
 			}
