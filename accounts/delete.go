@@ -19,7 +19,8 @@ func (s *Service) NeedsReauth(authTime time.Time) bool {
 // transaction: the user row with its sessions and consents (and whatever
 // else the store deletes with a user), its pending flows, every code and
 // token revoked (RevokeSubject, which also drops the replay cache
-// entries), and a confirmation queued to the user's address. The
+// entries), and a confirmation queued to the user's address (when mail
+// can be sent: deletion does not depend on mail). The
 // username is free afterwards. A session whose sign-in is older than
 // ReauthWindow must present the password (ErrReauth without one,
 // ErrWrongPassword for a wrong one, *LimitError after LimitReauth's
@@ -58,7 +59,7 @@ func (s *Service) DeleteAccount(ctx context.Context, subject string, authTime ti
 		if err := st.RevokeSubject(tx, subject); err != nil {
 			return err
 		}
-		if u.Email == "" {
+		if u.Email == "" || s.cfg.Outbox == nil {
 			return nil
 		}
 		_, err := s.cfg.Outbox.Enqueue(tx, amail.Message{To: u.Email, Template: amail.TemplateAccountDeleted})

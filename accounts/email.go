@@ -13,26 +13,31 @@ import (
 // RequestEmailChange starts a change of the signed-in user's address to
 // newEmail: a code goes to the new address; nothing changes until it is
 // used (ConfirmEmailChange). A repeat of the same form sends nothing more.
+// ErrDisabled without mail.
 func (s *Service) RequestEmailChange(ctx context.Context, subject, formToken, newEmail, source string) (Pending, error) {
+	if !s.MailEnabled() {
+		return Pending{}, ErrDisabled
+	}
 	p, f, _, err := s.openFlow(ctx, storage.FlowEmailChange, formToken, newEmail)
 	if f == nil {
 		return p, err
 	}
-	if err := s.allow(ctx, source, f.Email); err != nil {
-		return Pending{}, err
-	}
 	f.Subject, f.ExpiresAt = subject, s.cfg.Now().Add(CodeTTL)
 	code, token := s.secretsFor(f, true)
 	return s.start(ctx, f, amail.Message{To: f.Email, Template: amail.TemplateEmailChangeCode,
-		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", f.ID, token)}})
+		Data: amail.Data{Code: code, Link: s.link("/account/email/verify", f.ID, token)}}, s.charge(ctx, source, f.Email))
 }
 
 // ConfirmEmailChange checks the code sent to the new address and, in the
 // transaction that uses it, makes it the user's verified address (and
 // their username, when the username was the old address and the new one
 // is free) and queues a notice to the old address. Errors: ErrWrongCode,
-// ErrCodeExpired, ErrAddressTaken, *LimitError.
+// ErrCodeExpired, ErrEmailInUse (another account has the address; the old
+// one stays), *LimitError.
 func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p Proof) (identity.User, error) {
+	if !s.MailEnabled() {
+		return identity.User{}, ErrDisabled
+	}
 	f, err := s.check(ctx, id, storage.FlowEmailChange, p)
 	if err != nil {
 		return identity.User{}, err
@@ -54,17 +59,23 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, subject, id string, p 
 		if err != nil {
 			return ErrCodeExpired
 		}
+		// The address is proved (the code came from its mailbox), so
+		// saying another account uses it tells nothing "Forgot password?"
+		// would not; two accounts with one address would make recovery
+		// ambiguous. The refusal rolls back the use of the code.
+		if err := st.ClaimUserEmail(tx, subject, f.Email, newName); err != nil {
+			if errors.Is(err, storage.ErrAlreadyExists) {
+				return ErrEmailInUse
+			}
+			return err
+		}
 		if _, oldName, err := prepareEmail(old); err == nil && oldName == u.Username && newName != u.Username {
 			if err := st.RenameUser(tx, subject, newName); err != nil {
 				if errors.Is(err, storage.ErrAlreadyExists) {
-					return ErrAddressTaken
+					return ErrEmailInUse
 				}
 				return err
 			}
-		}
-		u.Email, u.EmailVerified = f.Email, true
-		if err := st.UpdateUserProfile(tx, u); err != nil {
-			return err
 		}
 		if old == "" || strings.EqualFold(old, f.Email) {
 			return nil

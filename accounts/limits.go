@@ -111,3 +111,17 @@ func (l *Limits) Allow(ctx context.Context, limit, key string) error {
 	}
 	return nil
 }
+
+// Check returns the *LimitError Allow would return now, spending nothing
+// (a refusal is counted in the metric), or nil.
+func (l *Limits) Check(ctx context.Context, limit, key string) error {
+	r, ok := l.rates[limit]
+	if !ok || key == "" {
+		return nil
+	}
+	if wait := l.lim.Wait(ctx, "accounts."+limit, key, r); wait > 0 {
+		l.limited.WithLabelValues(limit).Inc()
+		return &LimitError{Limit: limit, RetryAfter: max(wait, time.Second)}
+	}
+	return nil
+}

@@ -34,9 +34,6 @@ func (s *Service) RequestRecovery(ctx context.Context, in RecoveryInput) (Pendin
 	if f == nil {
 		return p, err
 	}
-	if err := s.allow(ctx, in.Source, f.Email); err != nil {
-		return Pending{}, err
-	}
 	u, err := s.cfg.Store.FindUserByEmail(ctx, username, f.Email)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return Pending{}, err
@@ -50,7 +47,7 @@ func (s *Service) RequestRecovery(ctx context.Context, in RecoveryInput) (Pendin
 		msg = amail.Message{To: f.Email, Template: amail.TemplateRecoveryCode,
 			Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/recover/verify", f.ID, token)}}
 	}
-	return s.start(ctx, f, msg)
+	return s.start(ctx, f, msg, s.charge(ctx, in.Source, f.Email))
 }
 
 // Recover checks a recovery's code (or link token) and sets the new

@@ -49,6 +49,9 @@ const (
 type Config struct {
 	Secret []byte
 	Store  Store
+	// Outbox is nil when no mail can be sent: deletion works without its
+	// confirmation; sign-up, recovery and email change, which prove an
+	// address by a code sent to it, are off (MailEnabled).
 	Outbox Outbox
 	// People authenticates a re-authentication (deletion); Passwords
 	// hashes new passwords (the process's shared hasher).
@@ -76,8 +79,11 @@ type Service struct {
 
 // New returns a Service.
 func New(cfg Config) (*Service, error) {
-	if len(cfg.Secret) < secrets.MinLen || cfg.Store == nil || cfg.Outbox == nil || cfg.People == nil {
-		return nil, errors.New("accounts: secret, store, outbox and people are required")
+	if len(cfg.Secret) < secrets.MinLen || cfg.Store == nil || cfg.People == nil {
+		return nil, errors.New("accounts: secret, store and people are required")
+	}
+	if cfg.Outbox == nil && (cfg.Signup || cfg.Recovery) {
+		return nil, errors.New("accounts: sign-up and recovery send a code by mail: they need an outbox")
 	}
 	if cfg.Passwords == nil {
 		cfg.Passwords = password.Default()
@@ -96,9 +102,11 @@ func New(cfg Config) (*Service, error) {
 		formKey: secrets.Derive(cfg.Secret, "accounts/form")}, nil
 }
 
-// SignupEnabled and RecoveryEnabled report the switches.
+// SignupEnabled and RecoveryEnabled report the switches; MailEnabled
+// reports whether mail can be sent (an Outbox), which email change needs.
 func (s *Service) SignupEnabled() bool   { return s.cfg.Signup }
 func (s *Service) RecoveryEnabled() bool { return s.cfg.Recovery }
+func (s *Service) MailEnabled() bool     { return s.cfg.Outbox != nil }
 
 // Errors. Compare with errors.Is; the pages (package accountweb) put
 // them in words.
@@ -119,6 +127,9 @@ var (
 	// ErrAddressTaken: at verification, the address has an account (it was
 	// created meanwhile): told only to whoever holds the code.
 	ErrAddressTaken = errors.New("accounts: address taken")
+	// ErrEmailInUse: at an email change's verification, another account
+	// has the address (as its email or username): the old address stays.
+	ErrEmailInUse = errors.New("accounts: address used by another account")
 	// ErrReauth: deletion needs a sign-in within ReauthWindow: the
 	// password must be entered again.
 	ErrReauth = errors.New("accounts: re-authentication required")

@@ -41,8 +41,14 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
 	if err != nil {
 		return Pending{}, identity.ErrInvalidPassword
 	}
-	if err := s.allow(ctx, in.Source, f.Email, LimitSignupSource); err != nil {
-		return Pending{}, err
+	charge := s.charge(ctx, in.Source, f.Email, LimitSignupSource)
+	f.ClientID, f.ReturnTo, f.ExpiresAt = in.App.ClientID, in.App.ReturnTo, s.cfg.Now().Add(CodeTTL)
+	// A source or address out of budget costs no hashing: only the check
+	// that this is not a repeat of a form already answered (start, whose
+	// charge then refuses; a repeat gets its first answer).
+	if over := s.exhausted(ctx, in.Source, f.Email, LimitSignupSource); over != nil {
+		s.secretsFor(f, false)
+		return s.start(ctx, f, amail.Message{}, func() error { return over })
 	}
 	// The same hashing work whether or not the address has an account.
 	hash, err := s.cfg.Passwords.Hash(ctx, []byte(pw))
@@ -54,7 +60,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
 	if ferr != nil && !errors.Is(ferr, storage.ErrNotFound) {
 		return Pending{}, ferr
 	}
-	f.PasswordHash, f.ClientID, f.ReturnTo, f.ExpiresAt = hash, in.App.ClientID, in.App.ReturnTo, s.cfg.Now().Add(CodeTTL)
+	f.PasswordHash = hash
 	code, token := s.secretsFor(f, !exists)
 	msg := amail.Message{To: f.Email, Template: amail.TemplateSignupCode,
 		Data: amail.Data{App: in.App.Name, Code: code, Link: s.link("/signup/verify", f.ID, token)}}
@@ -62,7 +68,7 @@ func (s *Service) SignUp(ctx context.Context, in SignUpInput) (Pending, error) {
 		f.PasswordHash = nil
 		msg = amail.Message{To: f.Email, Template: amail.TemplateSignupExists, Data: amail.Data{App: in.App.Name}}
 	}
-	return s.start(ctx, f, msg)
+	return s.start(ctx, f, msg, charge)
 }
 
 // openFlow names the flow a form starts (formFlowID) and checks the
@@ -95,27 +101,54 @@ func (s *Service) repeated(ctx context.Context, id string) (Pending, bool) {
 	return Pending{Flow: f.ID, Email: f.Email}, true
 }
 
-// allow charges the limits of a step that sends a message.
-func (s *Service) allow(ctx context.Context, source, email string, extra ...string) error {
+// budgets are the limits of a step that sends a message, with their keys.
+func budgets(source, email string, extra ...string) [][2]string {
+	var b [][2]string
 	for _, l := range extra {
-		if err := s.cfg.Limits.Allow(ctx, l, source); err != nil {
+		b = append(b, [2]string{l, source})
+	}
+	return append(b, [2]string{LimitMailSource, source}, [2]string{LimitMailAddress, lower(email)})
+}
+
+// charge returns the charge of a step that sends a message, for start:
+// it spends the budgets, and start runs it only for the request that
+// created the flow, so a repeated form (sequential or concurrent) is
+// never charged again nor refused.
+func (s *Service) charge(ctx context.Context, source, email string, extra ...string) func() error {
+	return func() error {
+		for _, b := range budgets(source, email, extra...) {
+			if err := s.cfg.Limits.Allow(ctx, b[0], b[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// exhausted returns the refusal of a step whose budgets have no unit left
+// now (spending nothing), or nil.
+func (s *Service) exhausted(ctx context.Context, source, email string, extra ...string) error {
+	for _, b := range budgets(source, email, extra...) {
+		if err := s.cfg.Limits.Check(ctx, b[0], b[1]); err != nil {
 			return err
 		}
 	}
-	if err := s.cfg.Limits.Allow(ctx, LimitMailSource, source); err != nil {
-		return err
-	}
-	return s.cfg.Limits.Allow(ctx, LimitMailAddress, lower(email))
+	return nil
 }
 
-// start writes the flow and, if this call created it, its message (nil
-// To: none), in one transaction. A flow that existed (a repeated form,
-// concurrently) sends nothing and answers the stored flow.
-func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.Message) (Pending, error) {
+// start writes the flow and, if this call created it, charges the step's
+// budgets (charge: a refusal rolls the flow back) and writes its message
+// (nil To: none), in one transaction. A flow that existed (a repeated
+// form; a concurrent one waits on the unique key for the first to commit)
+// sends nothing, is not charged, and answers the stored flow.
+func (s *Service) start(ctx context.Context, f *storage.AccountFlow, msg amail.Message, charge func() error) (Pending, error) {
 	var created bool
 	err := storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		var err error
 		if created, err = s.cfg.Store.CreateAccountFlow(tx, f); err != nil || !created {
+			return err
+		}
+		if err := charge(); err != nil {
 			return err
 		}
 		if msg.To == "" {
@@ -173,13 +206,21 @@ func (s *Service) VerifySignUp(ctx context.Context, id string, p Proof) (identit
 		return identity.User{}, App{}, ErrCodeExpired
 	}
 	now := storage.NormalizeTime(s.cfg.Now())
-	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, Email: f.Email, EmailVerified: true,
-		CreatedAt: now, UpdatedAt: now}
+	u := &storage.User{Username: username, PasswordHash: f.PasswordHash, CreatedAt: now, UpdatedAt: now}
 	err = storage.InTx(ctx, s.cfg.Store, func(tx context.Context) error {
 		if err := s.use(tx, id); err != nil {
 			return err
 		}
 		if err := s.cfg.Store.CreateUser(tx, u); err != nil {
+			if errors.Is(err, storage.ErrAlreadyExists) {
+				return ErrAddressTaken
+			}
+			return err
+		}
+		// The address, as an email change claims it: refused if another
+		// account got it since the sign-up began (one address, one
+		// account, or "Forgot password?" would name two).
+		if err := s.cfg.Store.ClaimUserEmail(tx, u.Subject, f.Email, username); err != nil {
 			if errors.Is(err, storage.ErrAlreadyExists) {
 				return ErrAddressTaken
 			}

@@ -23,8 +23,13 @@ func (h *Handler) emailForm(w http.ResponseWriter, r *http.Request, current, for
 		Submit: "Send code", Links: []templates.Link{{Href: "/account", Text: "Back to your account"}}}
 }
 
-// email: the signed-in user asks to change their address.
+// email: the signed-in user asks to change their address (not offered
+// without mail: the new address is proved by a code sent to it).
 func (h *Handler) email(w http.ResponseWriter, r *http.Request) {
+	if !h.cfg.Accounts.MailEnabled() {
+		h.notFound(w)
+		return
+	}
 	u, _, ok := h.cfg.Session(r)
 	if !ok {
 		h.signedOut(w)
@@ -43,6 +48,10 @@ func (h *Handler) email(w http.ResponseWriter, r *http.Request) {
 
 // emailVerify: the code sent to the new address.
 func (h *Handler) emailVerify(w http.ResponseWriter, r *http.Request) {
+	if !h.cfg.Accounts.MailEnabled() {
+		h.notFound(w)
+		return
+	}
 	u, _, ok := h.cfg.Session(r)
 	if !ok {
 		h.signedOut(w)
@@ -91,6 +100,9 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, d, err)
 		return
 	}
-	h.render(w, http.StatusOK, templates.FormData{Heading: "Your account was deleted",
-		Notice: "Every app was signed out and your data was removed. A confirmation is on its way to your email."})
+	notice := "Every app was signed out and your data was removed."
+	if h.cfg.Accounts.MailEnabled() && u.Email != "" {
+		notice += " A confirmation is on its way to your email."
+	}
+	h.render(w, http.StatusOK, templates.FormData{Heading: "Your account was deleted", Notice: notice})
 }

@@ -114,9 +114,14 @@ func (h *Handler) LoginLinks(returnTo string) templates.AccountLinks {
 	return l
 }
 
-// AccountLinks are the account page's links.
+// AccountLinks are the account page's links: deletion always, email
+// change only when mail can be sent.
 func (h *Handler) AccountLinks() templates.AccountLinks {
-	return templates.AccountLinks{ChangeEmail: PathEmail, Delete: PathDelete}
+	l := templates.AccountLinks{Delete: PathDelete}
+	if h.cfg.Accounts.MailEnabled() {
+		l.ChangeEmail = PathEmail
+	}
+	return l
 }
 
 // pageHeaders sets the headers of every page (as package oauth's pages).
@@ -200,6 +205,7 @@ var words = []struct {
 	{accounts.ErrCodeExpired, "This code has expired. Start again to get a new one."},
 	{accounts.ErrCodeUsed, "This code was already used."},
 	{accounts.ErrAddressTaken, "This address already has an account. Sign in, or use \"Forgot password?\"."},
+	{accounts.ErrEmailInUse, "This address is already used by another account."},
 	{accounts.ErrReauth, "Enter your password to confirm it is you."},
 	{accounts.ErrWrongPassword, "That password is not right."},
 }

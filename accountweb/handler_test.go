@@ -31,7 +31,11 @@ func (f *flow) Fail(http.ResponseWriter, *http.Request, string, *signin.Failure)
 
 func newHandler(t *testing.T, signedIn *identity.User) *Handler {
 	t.Helper()
-	store := postgres.New(pgtest.New(t))
+	return newHandlerOn(t, postgres.New(pgtest.New(t)), signedIn)
+}
+
+func newHandlerOn(t *testing.T, store *postgres.Store, signedIn *identity.User) *Handler {
+	t.Helper()
 	cheap := password.New(password.Options{Params: password.Params{Memory: 64, Time: 1, Threads: 1}})
 	people := identity.New(store, identity.Options{Passwords: cheap})
 	outbox, err := mail.NewOutbox(store, mail.OutboxConfig{Secret: secret, Domain: "example.test"})

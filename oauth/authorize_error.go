@@ -74,6 +74,14 @@ func (s *Server) refuseRequest(w http.ResponseWriter, r *http.Request, rawQuery 
 	return false
 }
 
+// fositePARHint is fosite's hint for a request_uri its PAR storage did not
+// return (unknown, used, expired or another client's: GetPARSession);
+// parUnknownHint says it in words, with what to do.
+const (
+	fositePARHint  = "Invalid PAR session"
+	parUnknownHint = "The request_uri is unknown, used or expired; push the request again (RFC 9126)."
+)
+
 // writeAuthorizeError answers a failed authorization request. Per RFC 6749
 // §4.1.2.1, when the client or redirect_uri is invalid the user agent is
 // NOT redirected: a page explains the error. Otherwise the error is sent to
@@ -91,6 +99,11 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 		s.log.Info("authorization request failed", "error", rfc.ErrorField, "reason", rfc.HintField)
 	}
 	original := rfc.ErrorField
+	if original == fosite.ErrInvalidRequestURI.ErrorField && rfc.HintField == fositePARHint {
+		e := *rfc
+		e.HintField = parUnknownHint
+		rfc = &e
+	}
 	if !authorizeErrorCodes[rfc.ErrorField] {
 		// fosite also uses codes outside RFC 6749 §4.1.2.1 (invalid_state,
 		// unsupported_response_mode); clients only know these.
@@ -111,6 +124,8 @@ func (s *Server) writeAuthorizeError(w http.ResponseWriter, ar fosite.AuthorizeR
 			detail = "The app that sent you here is not registered with this server."
 		case original == fosite.ErrUnsupportedResponseMode.ErrorField:
 			detail = "The app asked for a response mode this server does not support (only response_mode=query)."
+		case rfc.HintField == parUnknownHint:
+			detail = parUnknownHint
 		case strings.Contains(rfc.HintField, "redirect"):
 			detail = "The app asked to return to an address that is not registered for it."
 		case rfc.HintField != "":

@@ -1,7 +1,11 @@
 package oauth
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,21 +100,70 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// errBodyTooLarge is the 413 answer to a declared Content-Length over
-// maxBodyBytes; a chunked body that grows too large gets the same error from
-// its endpoint's form parsing.
+// errBodyTooLarge is the 413 answer of the OAuth API to a body over
+// maxBodyBytes (RFC 6749 §5.2's format).
 var errBodyTooLarge = []byte(`{"error":"invalid_request","error_description":"The request body is too large."}` + "\n")
 
-// limitBody caps request bodies at maxBodyBytes.
-func limitBody(next http.Handler) http.Handler {
+// limitBody caps request bodies at maxBodyBytes and answers a larger one
+// with tooLarge (413, RFC 9110 §15.5.14) before next runs: a declared
+// Content-Length over the cap, and a body of unknown length (chunked),
+// which is read here up to the cap, so that one growing over it is 413 on
+// every route, not each handler's "could not parse the form" (400). Form
+// bodies are read whole by their handlers anyway.
+func limitBody(next http.Handler, tooLarge http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > maxBodyBytes {
-			writeJSONBytes(w, http.StatusRequestEntityTooLarge, errBodyTooLarge)
+			tooLarge(w, r)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		if r.ContentLength < 0 && r.Body != nil {
+			b, err := io.ReadAll(r.Body)
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				tooLarge(w, r)
+				return
+			}
+			// Another read error (the client went away) reaches the
+			// handler's parse as before.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// errReader returns err, or io.EOF for nil.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err == nil {
+		return 0, io.EOF
+	}
+	return 0, e.err
+}
+
+// bodyTooLarge answers a body over maxBodyBytes: JSON (RFC 6749 §5.2) on
+// the OAuth API's endpoints and for a JSON request, a page in words on
+// the pages.
+func (s *Server) bodyTooLarge(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case pathToken, pathRevoke, pathIntrospect, pathPAR, pathUserinfo:
+		writeJSONBytes(w, http.StatusRequestEntityTooLarge, errBodyTooLarge)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/json" {
+		writeJSONBytes(w, http.StatusRequestEntityTooLarge, errBodyTooLarge)
+		return
+	}
+	s.pageTooLarge(w, r)
+}
+
+// pageTooLarge is the page of a form over maxBodyBytes.
+func (s *Server) pageTooLarge(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.renderError(w, http.StatusRequestEntityTooLarge, "This form is too large to send.",
+			"What was sent is over 64 KiB. Go back, shorten what you entered, and try again.")
+	})).ServeHTTP(w, r)
 }
 
 // securityHeaders sets the headers every HTML page carries: no framing,

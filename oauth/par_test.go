@@ -96,6 +96,17 @@ func TestPAR(t *testing.T) {
 	}
 }
 
+// TestPARUnknownRequestURI: a request_uri nobody pushed gets an error
+// page that says so in words and what to do, not fosite's wording.
+func TestPARUnknownRequestURI(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	p := get(t, newBrowser(t), h.parAuthURL(publicClient, "urn:ietf:params:oauth:request_uri:nobody-pushed-this"))
+	if p.loc != nil || p.status != http.StatusBadRequest || strings.Contains(p.body, "PAR session") ||
+		!strings.Contains(p.body, "The request_uri is unknown, used or expired; push the request again (RFC 9126).") {
+		t.Fatalf("unknown request_uri: %d %v %s", p.status, p.loc, p.body)
+	}
+}
+
 // TestPARRequired: a client registered with
 // require_pushed_authorization_requests, and every client under
 // RequirePAR, is refused a front-channel request and signs in by PAR.

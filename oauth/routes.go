@@ -79,13 +79,13 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.DemoVerifier != "" {
 		r.Handle("/demo/callback", html(s.handleDemoCallback)).Methods(http.MethodGet)
 	}
-	public := limitBody(r)
+	public := limitBody(r, s.bodyTooLarge)
 	// POST /oauth2/token, the busiest route by far, goes straight to its
 	// handler: the route mux would choose, without its regular
 	// expression and the two request copies it makes for the route and
 	// its variables (every other method and path still goes through mux,
 	// which answers 405 with Allow, 404 and unclean paths).
-	token := limitBody(http.HandlerFunc(s.handleToken))
+	token := limitBody(http.HandlerFunc(s.handleToken), s.bodyTooLarge)
 	return s.logRequests(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method == http.MethodPost && req.URL.Path == pathToken {
 			token.ServeHTTP(w, req)
@@ -99,7 +99,7 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		if s.accounts != nil && s.accounts.Route(req.URL.Path) != "" {
-			limitBody(s.accounts).ServeHTTP(w, req)
+			limitBody(s.accounts, s.pageTooLarge).ServeHTTP(w, req)
 			return
 		}
 		public.ServeHTTP(w, req)

@@ -186,6 +186,9 @@ func (s *Server) recovered(l *limiter, msg string) {
 	}
 }
 
+// retryAfterSeconds is /readyz's Retry-After on a 503.
+const retryAfterSeconds = "5"
+
 // Handler returns the operations mux: /metrics, /healthz, /readyz and,
 // with Config.Pprof, /debug/pprof/.
 func (s *Server) Handler() http.Handler {
@@ -196,6 +199,11 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		code, body := s.Check(r.Context())
+		if code == http.StatusServiceUnavailable {
+			// RFC 9110 §10.2.3: when to ask again (a few probe periods of
+			// a typical load balancer; a draining process is replaced).
+			w.Header().Set("Retry-After", retryAfterSeconds)
+		}
 		writeJSON(w, code, body)
 	})
 	if s.cfg.Pprof {

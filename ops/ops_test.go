@@ -3,9 +3,11 @@ package ops_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +166,40 @@ func TestDrain(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	if rec.Code != 200 {
 		t.Fatalf("/healthz while draining: %d", rec.Code)
+	}
+}
+
+// TestReadiness503RetryAfter: a 503 from /readyz says when to ask again
+// (RFC 9110 §10.2.3), for a database down and while draining; a 200 does
+// not.
+func TestReadiness503RetryAfter(t *testing.T) {
+	pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	down, err := ops.New(ops.Config{Database: postgres.New(pool), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := ops.New(ops.Config{Database: postgres.New(pgtest.New(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(s *ops.Server) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec
+	}
+	if rec := get(up); rec.Code != 200 || rec.Header().Get("Retry-After") != "" {
+		t.Fatalf("ready: %d Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	up.Drain()
+	for name, s := range map[string]*ops.Server{"database down": down, "draining": up} {
+		rec := get(s)
+		if n, err := strconv.Atoi(rec.Header().Get("Retry-After")); rec.Code != 503 || err != nil || n <= 0 {
+			t.Errorf("%s: %d Retry-After %q", name, rec.Code, rec.Header().Get("Retry-After"))
+		}
 	}
 }
 

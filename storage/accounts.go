@@ -63,4 +63,12 @@ type AccountFlowStore interface {
 	// FindUserByEmail returns a user whose username is username or whose
 	// email is email (case-insensitive), or ErrNotFound.
 	FindUserByEmail(ctx context.Context, username, email string) (*User, error)
+	// ClaimUserEmail makes email subject's verified address, unless
+	// another user has it as their email (case-insensitive) or has
+	// username (the name the address maps to): then ErrAlreadyExists and
+	// nothing changes, so "Forgot password?" never names two accounts.
+	// ErrNotFound if there is no such user. The check and the write are
+	// one conditional write; concurrent claims of one address are
+	// serialised (in a transaction: until it ends).
+	ClaimUserEmail(ctx context.Context, subject, email, username string) error
 }

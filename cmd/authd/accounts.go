@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -55,11 +56,6 @@ func (a *accountsConfig) recoveryOn() bool {
 	return a.PasswordRecovery == "on"
 }
 
-// enabled reports whether the self-service pages are mounted: whenever
-// mail can be sent (recovery, email change and deletion serve existing
-// users whatever AUTHD_SIGNUP says).
-func (a *accountsConfig) enabled() bool { return a.mailOn() }
-
 // from is the From address, with dev's default.
 func (a *accountsConfig) from() string {
 	if a.MailFrom == "" && a.dev {
@@ -102,7 +98,7 @@ func (a *accountsConfig) validate(databaseURL string) error {
 	if a.MailGiveUp < time.Minute {
 		errs.addf("AUTHD_MAIL_GIVE_UP: must be at least 1m (got %s)", a.MailGiveUp)
 	}
-	if a.enabled() && dbKind(databaseURL) != "postgres" && !a.dev {
+	if a.mailOn() && dbKind(databaseURL) != "postgres" && !a.dev {
 		errs.addf("AUTHD_SMTP_URL: self-service accounts and mail need PostgreSQL (AUTHD_DATABASE_URL), not %q", databaseURL)
 	}
 	return errs.err()
@@ -154,18 +150,26 @@ type accountStore struct {
 }
 
 // mountAccounts builds the accounts service and its pages and mounts them
-// on srv, when mail can be sent.
+// on srv. Deletion serves existing users always (issue 26, App Store
+// Guideline 5.1.1(v)); the steps that prove an address by mail (sign-up,
+// recovery, email change) only when mail can be sent.
 func mountAccounts(c config, backend storage.Store, revoking revocation.Store, people *identity.Service,
 	passwords *password.Hasher, budgets *limits.Limiter, srv *oauth.Server, log *slog.Logger) error {
 	a := c.accounts
-	if !a.enabled() {
+	var outbox accounts.Outbox // nil without mail (a nil *mail.Outbox would not be)
+	flows, ok := backend.(storage.AccountFlowStore)
+	if a.mailOn() {
+		o, ms, err := a.outbox([]byte(c.Secret), backend)
+		if err != nil {
+			return err
+		}
+		outbox, flows, ok = o, ms, true
+	}
+	if !ok {
+		log.Warn("self-service account pages off: the store keeps no account flows", "store", fmt.Sprintf("%T", backend))
 		return nil
 	}
-	outbox, ms, err := a.outbox([]byte(c.Secret), backend)
-	if err != nil {
-		return err
-	}
-	svc, err := accounts.New(accounts.Config{Secret: []byte(c.Secret), Store: accountStore{Store: revoking, AccountFlowStore: ms},
+	svc, err := accounts.New(accounts.Config{Secret: []byte(c.Secret), Store: accountStore{Store: revoking, AccountFlowStore: flows},
 		Outbox: outbox, People: people, Passwords: passwords, LinkBase: c.Issuer,
 		Signup: a.Signup == "on", Recovery: a.recoveryOn(),
 		Limits: accounts.NewLimits(accounts.LimitConfig{Limiter: budgets, Registerer: srv.Registry()}), Logger: log})
@@ -199,7 +203,7 @@ func clientDisplayName(ctx context.Context, s storage.Store, id string) string {
 // so mail never waits for a janitor. stop cancels it and waits.
 func startMail(ctx context.Context, c config, backend storage.Store, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	a := c.accounts
-	if !a.enabled() {
+	if !a.mailOn() {
 		return func() {}, nil
 	}
 	outbox, ms, err := a.outbox([]byte(c.Secret), backend)

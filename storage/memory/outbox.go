@@ -223,6 +223,23 @@ func (s *Store) FindUserByEmail(_ context.Context, username, email string) (*sto
 	return found, nil
 }
 
+// ClaimUserEmail sets a verified address unless another user has it (as
+// email or username); the check and the write hold s.mu together.
+func (s *Store) ClaimUserEmail(ctx context.Context, subject, email, username string) error {
+	return s.updateUser(ctx, "claim user email", subject, func(u *storage.User) error {
+		if other, ok := s.userByName(username); ok && other != subject {
+			return fmt.Errorf("memory: claim user email: %w", storage.ErrAlreadyExists)
+		}
+		for sub, o := range s.users {
+			if sub != subject && strings.EqualFold(o.Email, email) {
+				return fmt.Errorf("memory: claim user email: %w", storage.ErrAlreadyExists)
+			}
+		}
+		u.Email, u.EmailVerified = email, true
+		return nil
+	})
+}
+
 // ---- the job queue ----
 
 // JobQueue is an in-process storage.JobStore on the Store's lock and

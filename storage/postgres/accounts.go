@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,4 +92,34 @@ func (s *Store) FindUserByEmail(ctx context.Context, username, email string) (*s
 		where username = $1 or lower(email) = lower($2)
 		order by (username = $1) desc, created_at limit 1`, username, email))
 	return u, translate("find user by email", err)
+}
+
+// ClaimUserEmail sets a verified address unless another user has it (as
+// email or username), with one conditional UPDATE. A transaction-scoped
+// advisory lock on the address, taken first, serialises concurrent claims
+// of one address (a NOT EXISTS alone would let two concurrent claims both
+// pass under READ COMMITTED). There is no unique index on users.email:
+// operators may set any address, and existing rows may share one.
+func (s *Store) ClaimUserEmail(ctx context.Context, subject, email, username string) error {
+	q := s.q(ctx)
+	if _, err := q.Exec(ctx, `select pg_advisory_xact_lock(hashtextextended('authd.user_email:' || lower($1), 0))`, email); err != nil {
+		return translate("claim user email", err)
+	}
+	tag, err := q.Exec(ctx, `update users set email = $2, email_verified = true, updated_at = now()
+		where subject = $1 and not exists (select 1 from users o
+			where o.subject <> $1 and (lower(o.email) = lower($2) or o.username = $3))`, subject, email, username)
+	if err != nil {
+		return translate("claim user email", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var exists bool
+	if err := q.QueryRow(ctx, `select exists (select 1 from users where subject = $1)`, subject).Scan(&exists); err != nil {
+		return translate("claim user email", err)
+	}
+	if !exists {
+		return fmt.Errorf("postgres: claim user email: %w", storage.ErrNotFound)
+	}
+	return fmt.Errorf("postgres: claim user email: %w", storage.ErrAlreadyExists)
 }

@@ -2,6 +2,8 @@ package storagetest
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +33,8 @@ var selfServiceCases = []struct {
 	{"FlowAttemptsBounded", testFlowAttempts},
 	{"FlowUsedOnce", testFlowUsedOnce},
 	{"FindUserByEmail", testFindUserByEmail},
+	{"ClaimUserEmail", testClaimUserEmail},
+	{"ClaimUserEmailConcurrent", testClaimUserEmailConcurrent},
 	{"Cleanup", testSelfServiceCleanup},
 }
 
@@ -190,6 +194,67 @@ func testFindUserByEmail(t *testing.T, s SelfServiceStore) {
 	}
 	_, err = s.FindUserByEmail(ctx, "carol@example.test", "carol@example.test")
 	wantErr(t, "FindUserByEmail unknown", err, storage.ErrNotFound)
+}
+
+// A verified address is claimed only when no other user has it, as email
+// (case-insensitive) or username; a refusal changes nothing.
+func testClaimUserEmail(t *testing.T, s SelfServiceStore) {
+	ctx := t.Context()
+	now := time.Now().UTC()
+	users := []*storage.User{{Username: "ops-alice", Email: "Alice@Example.test"}, {Username: "bob@example.test"},
+		{Username: "carol", Email: "carol@example.test"}}
+	for _, u := range users {
+		u.PasswordHash, u.CreatedAt = []byte("x"), now
+		noErr(t, "CreateUser", s.CreateUser(ctx, u))
+	}
+	carol := users[2].Subject
+	wantErr(t, "claim another user's email", s.ClaimUserEmail(ctx, carol, "alice@EXAMPLE.test", "alice@example.test"), storage.ErrAlreadyExists)
+	wantErr(t, "claim another user's username", s.ClaimUserEmail(ctx, carol, "bob@example.test", "bob@example.test"), storage.ErrAlreadyExists)
+	if u, err := s.GetUserBySubject(ctx, carol); err != nil || u.Email != "carol@example.test" || u.EmailVerified {
+		t.Fatalf("after refused claims: %+v %v", u, err)
+	}
+	noErr(t, "claim one's own address", s.ClaimUserEmail(ctx, carol, "Carol@example.test", "carol@example.test"))
+	noErr(t, "claim a free address", s.ClaimUserEmail(ctx, carol, "new@example.test", "new@example.test"))
+	if u, err := s.GetUserBySubject(ctx, carol); err != nil || u.Email != "new@example.test" || !u.EmailVerified {
+		t.Fatalf("after a claim: %+v %v", u, err)
+	}
+	wantErr(t, "claim for nobody", s.ClaimUserEmail(ctx, "no-such-subject", "free@example.test", "free@example.test"), storage.ErrNotFound)
+}
+
+// Users claiming one address at once, each in a transaction: one gets it.
+func testClaimUserEmailConcurrent(t *testing.T, s SelfServiceStore) {
+	ctx := t.Context()
+	subjects := make([]string, 8)
+	for i := range subjects {
+		u := &storage.User{Username: "racer" + string(rune('a'+i)), PasswordHash: []byte("x"), CreatedAt: time.Now().UTC()}
+		noErr(t, "CreateUser", s.CreateUser(ctx, u))
+		subjects[i] = u.Subject
+	}
+	var won, lost atomic.Int32
+	var wg sync.WaitGroup
+	for _, sub := range subjects {
+		wg.Go(func() {
+			err := storage.InTx(ctx, s, func(tx context.Context) error {
+				if err := s.ClaimUserEmail(tx, sub, "race@example.test", "race@example.test"); err != nil {
+					return err
+				}
+				time.Sleep(20 * time.Millisecond) // the transaction stays open while the others try
+				return nil
+			})
+			switch {
+			case err == nil:
+				won.Add(1)
+			case errors.Is(err, storage.ErrAlreadyExists):
+				lost.Add(1)
+			default:
+				t.Errorf("claim: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 || lost.Load() != int32(len(subjects)-1) {
+		t.Fatalf("%d claims won and %d lost, want 1 and %d", won.Load(), lost.Load(), len(subjects)-1)
+	}
 }
 
 func testSelfServiceCleanup(t *testing.T, s SelfServiceStore) {
