@@ -39,7 +39,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
 	pathLogout: true, pathAccount: true, pathMetadata: true, pathDiscovery: true,
-	pathJWKS: true, pathUserinfo: true, pathEndSession: true, pathPAR: true,
+	pathJWKS: true, pathUserinfo: true, pathEndSession: true, pathPAR: true, pathChallenge: true,
 	"/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 
@@ -147,7 +147,7 @@ func (e errReader) Read([]byte) (int, error) {
 // the pages.
 func (s *Server) bodyTooLarge(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case pathToken, pathRevoke, pathIntrospect, pathPAR, pathUserinfo:
+	case pathToken, pathRevoke, pathIntrospect, pathPAR, pathUserinfo, pathChallenge:
 		writeJSONBytes(w, http.StatusRequestEntityTooLarge, errBodyTooLarge)
 		return
 	}
