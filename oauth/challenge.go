@@ -225,6 +225,12 @@ func parseChallenge(form url.Values) (*challengeStep, error) {
 				st.params.Set(k, v)
 			}
 		}
+		prompts := strings.Fields(st.params.Get("prompt"))
+		for _, v := range prompts {
+			if !openidPromptValues[v] || (v == "none" && len(prompts) > 1) {
+				return nil, fosite.ErrInvalidRequest.WithHint("prompt takes none, login, consent or select_account, none alone (OpenID Connect Core Section 3.1.2.1).")
+			}
+		}
 		if v := st.params.Get("state"); v != "" && len(v) < fosite.MinParameterEntropy {
 			return nil, fosite.ErrInvalidRequest.WithHintf("The state must be at least %d characters long.", fosite.MinParameterEntropy)
 		}

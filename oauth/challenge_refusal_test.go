@@ -140,8 +140,9 @@ func mustReq(t *testing.T, method, u string) *http.Request {
 // parameters are checked before the password is: a NUL or a byte that is
 // not UTF-8 (which PostgreSQL refuses at the code's commit, answered as
 // invalid_session), a state too short for the pushed request, a
-// redirect_uri the client did not register are invalid_request, and the
-// password is not charged.
+// redirect_uri the client did not register, a prompt the authorization
+// endpoint would refuse are invalid_request, and the password is not
+// charged.
 func TestChallengeAuthorizationParams(t *testing.T) {
 	h, _, _ := newChallengeHarness(t, nil, harnessOpts{})
 	for name, kv := range map[string][]string{
@@ -151,6 +152,8 @@ func TestChallengeAuthorizationParams(t *testing.T) {
 		"short state":           {"state", "s", "prompt", "consent"},
 		"unregistered redirect": {"redirect_uri", "https://evil.example/cb"},
 		"scope with NUL":        {"scope", "openid\x00"},
+		"unknown prompt":        {"prompt", "xyz"},
+		"prompt none and more":  {"prompt", "none consent"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			first, _ := firstStep(fpClient)
@@ -160,7 +163,7 @@ func TestChallengeAuthorizationParams(t *testing.T) {
 			}
 		})
 	}
-	// None of the six wrong passwords above was tried: the right one
+	// None of the wrong passwords above was tried: the right one
 	// passes.
 	first, _ := firstStep(fpClient)
 	if r := h.challenge(t, with(first, "username", testUser, "password", testPassword, "state", "a-long-enough-state",
