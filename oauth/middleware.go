@@ -35,7 +35,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 var knownRoutes = map[string]bool{
 	pathAuthorize: true, pathToken: true, pathRevoke: true, pathIntrospect: true,
 	pathLogout: true, pathAccount: true, pathMetadata: true, pathDiscovery: true,
-	pathJWKS: true, pathUserinfo: true, pathEndSession: true, pathPAR: true,
+	pathJWKS: true, pathUserinfo: true, pathEndSession: true, pathPAR: true, pathChallenge: true,
 	"/static/authd.css": true, "/demo/callback": true, "/favicon.ico": true,
 }
 
