@@ -40,7 +40,8 @@ import (
 //     requires PKCE everywhere), and optionally nonce, acr_values,
 //     prompt=consent, and redirect_uri, state and login_hint (used only by
 //     a redirect_to_web, but checked on the first request: text, a
-//     registered redirect_uri, a state of 8 characters or more);
+//     registered redirect_uri, a state of 8 characters or more, prompt
+//     values of OIDC Core §3.1.2.1);
 //   - auth_session on every later request (§5.2.2);
 //   - exactly one input: username and password; otp (a TOTP or recovery
 //     code); passkey=options (ask for a passkey challenge); or
