@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ory/fosite"
 
@@ -37,7 +39,9 @@ import (
 //     scope, code_challenge and code_challenge_method=S256 (required: authd
 //     requires PKCE everywhere), and optionally nonce, acr_values,
 //     prompt=consent, and redirect_uri, state and login_hint (used only by
-//     a redirect_to_web);
+//     a redirect_to_web, but checked on the first request: text, a
+//     registered redirect_uri, a state of 8 characters or more, prompt
+//     values of OIDC Core §3.1.2.1);
 //   - auth_session on every later request (§5.2.2);
 //   - exactly one input: username and password; otp (a TOTP or recovery
 //     code); passkey=options (ask for a passkey challenge); or
@@ -136,6 +140,13 @@ func (s *Server) challenge(req *tokenRequest) (*answer, error) {
 			return nil, fosite.ErrInvalidScope.WithHintf("The client may not request the scope %s.", truncate(sc, 40))
 		}
 	}
+	if u := step.params.Get("redirect_uri"); u != "" {
+		// Used only by a redirect_to_web, but checked now: the app
+		// learns of a wrong one before the user types anything.
+		if _, err := fosite.MatchRedirectURIWithClientRedirectURIs(u, c); err != nil {
+			return nil, fosite.ErrInvalidRequest.WithHint("The redirect_uri is not one the client registered.")
+		}
+	}
 	req.step = step
 	// The client's request budget, as at the token endpoint
 	// (AUTHD_TOKEN_RATE_LIMIT); the password's own back-off is the
@@ -203,10 +214,26 @@ func parseChallenge(form url.Values) (*challengeStep, error) {
 			return nil, err
 		}
 		st.params = url.Values{}
-		for _, k := range []string{"nonce", "acr_values", "prompt", "redirect_uri", "login_hint", "state"} {
-			if v := form.Get(k); v != "" {
+		for _, k := range []string{"scope", "nonce", "acr_values", "prompt", "redirect_uri", "login_hint", "state"} {
+			v := form.Get(k)
+			// These reach the code's stored request, the ID token and a
+			// redirect_to_web's pushed request: text only, refused here
+			// rather than failing the step's commit.
+			if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+				return nil, fosite.ErrInvalidRequest.WithHintf("The parameter %s must be UTF-8 text without control characters.", k)
+			}
+			if v != "" && k != "scope" {
 				st.params.Set(k, v)
 			}
+		}
+		prompts := strings.Fields(st.params.Get("prompt"))
+		for _, v := range prompts {
+			if !openidPromptValues[v] || (v == "none" && len(prompts) > 1) {
+				return nil, fosite.ErrInvalidRequest.WithHint("prompt takes none, login, consent or select_account, none alone (OpenID Connect Core Section 3.1.2.1).")
+			}
+		}
+		if v := st.params.Get("state"); v != "" && len(v) < fosite.MinParameterEntropy {
+			return nil, fosite.ErrInvalidRequest.WithHintf("The state must be at least %d characters long.", fosite.MinParameterEntropy)
 		}
 	}
 	n := 0

@@ -135,3 +135,39 @@ func mustReq(t *testing.T, method, u string) *http.Request {
 	}
 	return req
 }
+
+// TestChallengeAuthorizationParams: the first request's authorization
+// parameters are checked before the password is: a NUL or a byte that is
+// not UTF-8 (which PostgreSQL refuses at the code's commit, answered as
+// invalid_session), a state too short for the pushed request, a
+// redirect_uri the client did not register, a prompt the authorization
+// endpoint would refuse are invalid_request, and the password is not
+// charged.
+func TestChallengeAuthorizationParams(t *testing.T) {
+	h, _, _ := newChallengeHarness(t, nil, harnessOpts{})
+	for name, kv := range map[string][]string{
+		"NUL nonce":             {"nonce", "n\x00"},
+		"nonce not UTF-8":       {"nonce", "n\xff"},
+		"login_hint not UTF-8":  {"login_hint", "\xff\xfe", "prompt", "consent"},
+		"short state":           {"state", "s", "prompt", "consent"},
+		"unregistered redirect": {"redirect_uri", "https://evil.example/cb"},
+		"scope with NUL":        {"scope", "openid\x00"},
+		"unknown prompt":        {"prompt", "xyz"},
+		"prompt none and more":  {"prompt", "none consent"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			first, _ := firstStep(fpClient)
+			r := h.challenge(t, with(with(first, kv...), "username", testUser, "password", "wrong"), nil)
+			if r.status != http.StatusBadRequest || r.str("error") != "invalid_request" {
+				t.Fatalf("%d %s", r.status, r.raw)
+			}
+		})
+	}
+	// None of the wrong passwords above was tried: the right one
+	// passes.
+	first, _ := firstStep(fpClient)
+	if r := h.challenge(t, with(first, "username", testUser, "password", testPassword, "state", "a-long-enough-state",
+		"redirect_uri", publicRedirect), nil); r.status != http.StatusOK {
+		t.Fatalf("valid parameters: %d %s", r.status, r.raw)
+	}
+}

@@ -306,3 +306,38 @@ func TestChallengeStoresNoSecret(t *testing.T) {
 		t.Fatalf("%d replay records, want 2", n)
 	}
 }
+
+// TestChallengeSameInputAfterWindow: the same input sent again after the
+// replay window (a user who types the same wrong password twice, a
+// minute apart; an app that keeps its code_challenge for the screen) is a
+// new attempt, answered as such, not invalid_session because the first
+// one's record, ended but not yet cleaned up, holds its key.
+func TestChallengeSameInputAfterWindow(t *testing.T) {
+	clk := &testClock{}
+	h, client, prefix := newChallengeHarness(t, nil, harnessOpts{now: clk.now})
+	first, verifier := firstStep(fpClient)
+	start := with(first, "username", testUser, "password", "wrong-1")
+	bad := h.challenge(t, start, nil)
+	handle := bad.str("auth_session")
+	if bad.status != http.StatusForbidden || handle == "" {
+		t.Fatalf("first step: %d %s", bad.status, bad.raw)
+	}
+	again := url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {"wrong-2"}}
+	if r := h.challenge(t, again, nil); r.status != http.StatusForbidden || r.str("auth_session") != handle {
+		t.Fatalf("second step: %d %s", r.status, r.raw)
+	}
+	clk.advance(time.Minute)
+	dropRedis(t, client, prefix) // its entry expired with the window
+	if r := h.challenge(t, again, nil); r.status != http.StatusForbidden || r.str("error") != "insufficient_authorization" || r.str("auth_session") != handle {
+		t.Fatalf("the same wrong password after the window: %d %s", r.status, r.raw)
+	}
+	r := h.challenge(t, start, nil)
+	if r.status != http.StatusForbidden || r.str("error") != "insufficient_authorization" || r.str("auth_session") == handle {
+		t.Fatalf("the same first request after the window: %d %s", r.status, r.raw)
+	}
+	done := h.challenge(t, url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {testPassword}}, nil)
+	if done.status != http.StatusOK {
+		t.Fatalf("final step: %d %s", done.status, done.raw)
+	}
+	h.redeemNative(t, done.str("authorization_code"), verifier)
+}

@@ -62,7 +62,16 @@ func (s *Server) challengeFromRecord(ctx context.Context, req *tokenRequest) (*a
 	if err != nil {
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
-	if subtle.ConstantTimeCompare([]byte(rec.Fingerprint), []byte(req.id.fingerprint)) != 1 || !s.now().Before(rec.WindowEnd) {
+	if subtle.ConstantTimeCompare([]byte(rec.Fingerprint), []byte(req.id.fingerprint)) != 1 {
+		return nil, nil
+	}
+	if now := s.now(); !now.Before(rec.WindowEnd) {
+		// The same input sent again after the window is a new attempt:
+		// its answer takes the key of the ended record, which the
+		// janitor may not have deleted yet.
+		if err := s.store.DeleteEndedReplayRecord(ctx, req.id.key, now); err != nil {
+			return nil, fosite.ErrServerError.WithWrap(err)
+		}
 		return nil, nil
 	}
 	if rec.Revoked {

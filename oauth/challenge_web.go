@@ -106,6 +106,14 @@ func (s *Server) redirectToWeb(tx context.Context, st *stepState, desc string) (
 		// registered URI is the one it would name.
 		form.Set("redirect_uri", st.client.RedirectURIs[0])
 	}
+	if form.Get("redirect_uri") == "" {
+		// Several registered and the app named none (RFC 6749 §3.1.2.3):
+		// no request to push. The draft's plain redirect_to_web: the
+		// app starts an authorization request of its own.
+		st.as.Done = true
+		return replyOf(http.StatusForbidden, challengeBody{Error: "redirect_to_web", Description: errorDescription(desc +
+			" Send redirect_uri on the first request to get a request_uri.")}), nil
+	}
 	if form.Get("state") == "" {
 		// The browser's redirect carries a state (RFC 6749 §10.12); the
 		// app gets it with the request_uri to compare.

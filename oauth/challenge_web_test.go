@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/authd/authd/storage"
 )
@@ -65,5 +66,34 @@ func TestChallengeRedirectToWeb(t *testing.T) {
 	p := get(t, b, h.srv.URL+"/oauth2/authorize?"+url.Values{"client_id": {fpClient}, "request_uri": {res.str("request_uri")}}.Encode())
 	if p.status != http.StatusOK || !strings.Contains(p.body, `name="password"`) {
 		t.Fatalf("authorization endpoint with the request_uri: %d %s", p.status, p.body)
+	}
+}
+
+// TestChallengeRedirectToWebSeveralRedirectURIs: a client with several
+// redirect URIs that named none on the first request cannot have its
+// request pushed (RFC 6749 §3.1.2.3): redirect_to_web without a
+// request_uri (the app starts its own authorization request), not a 400
+// after the password was accepted; with a redirect_uri, the request_uri.
+func TestChallengeRedirectToWebSeveralRedirectURIs(t *testing.T) {
+	h, _, _ := newChallengeHarness(t, nil, harnessOpts{})
+	c := &storage.Client{ID: "multi", Name: "Multi", RedirectURIs: []string{publicRedirect, "com.example.app:/cb"},
+		GrantTypes: []string{"authorization_code"}, ResponseTypes: []string{"code"},
+		Scopes: []string{"openid"}, TokenEndpointAuthMethod: "none", FirstParty: true,
+		CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}
+	if err := h.store.CreateClient(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := firstStep("multi")
+	first = with(first, "scope", "openid", "prompt", "consent", "username", testUser, "password", testPassword)
+	r := h.challenge(t, first, nil)
+	if r.status != http.StatusForbidden || r.str("error") != "redirect_to_web" || r.str("request_uri") != "" || r.str("auth_session") != "" {
+		t.Fatalf("no redirect_uri: %d %s", r.status, r.raw)
+	}
+	first, _ = firstStep("multi")
+	first = with(first, "scope", "openid", "prompt", "consent", "redirect_uri", "com.example.app:/cb",
+		"username", testUser, "password", testPassword)
+	r = h.challenge(t, first, nil)
+	if r.status != http.StatusForbidden || r.str("error") != "redirect_to_web" || r.str("request_uri") == "" {
+		t.Fatalf("with redirect_uri: %d %s", r.status, r.raw)
 	}
 }

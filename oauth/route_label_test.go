@@ -20,6 +20,7 @@ func TestRouteLabels(t *testing.T) {
 		{"GET", "/oauth2/userinfo", "/oauth2/userinfo"},
 		{"GET", "/oauth2/logout", "/oauth2/logout"},
 		{"POST", "/oauth2/par", "/oauth2/par"},
+		{"POST", "/oauth2/challenge", "/oauth2/challenge"},
 		{"POST", "/oauth2/token", "/oauth2/token"}, // the route that bypasses mux
 		{"GET", "/oauth2/revoke", "/oauth2/revoke"},
 		{"GET", "/admin/users/alice", "/admin/users"},
@@ -41,7 +42,7 @@ func TestRouteLabels(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	metrics := string(b)
 	for _, route := range []string{"/.well-known/openid-configuration", "/.well-known/oauth-authorization-server", "/oauth2/jwks",
-		"/oauth2/userinfo", "/oauth2/logout", "/oauth2/par", "/oauth2/token", "/oauth2/revoke", "/admin/users", "/admin/clients", "other"} {
+		"/oauth2/userinfo", "/oauth2/logout", "/oauth2/par", "/oauth2/challenge", "/oauth2/token", "/oauth2/revoke", "/admin/users", "/admin/clients", "other"} {
 		if !strings.Contains(metrics, `route="`+route+`"`) {
 			t.Errorf("no request counted under route %q", route)
 		}

@@ -34,6 +34,7 @@ type Store interface {
 	storage.Batcher
 	storage.GrantChecker
 	GetReplayRecord(ctx context.Context, key string) (*storage.ReplayRecord, error)
+	DeleteEndedReplayRecord(ctx context.Context, key string, now time.Time) error
 	// The claims of ID tokens and UserInfo.
 	GetUserBySubject(ctx context.Context, subject string) (*storage.User, error)
 	// The native sign-in (grant_token_exchange.go): consuming a provider

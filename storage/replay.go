@@ -59,6 +59,11 @@ type ReplayStore interface {
 	// GetReplayRecord returns the record with key, whatever its window or
 	// revocation, or ErrNotFound. The caller owns the result.
 	GetReplayRecord(ctx context.Context, key string) (*ReplayRecord, error)
+	// DeleteEndedReplayRecord deletes the record with key if its window
+	// ended at now (nothing else; no error when there is none), so that
+	// a request whose key recurs (a challenge step's input sent again)
+	// can record its answer before the janitor has run.
+	DeleteEndedReplayRecord(ctx context.Context, key string, now time.Time) error
 	// ReplayKeys returns the keys of the records in scope (any order), so
 	// that a revocation can drop their cache entries.
 	ReplayKeys(ctx context.Context, scope ReplayScope) ([]string, error)

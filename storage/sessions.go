@@ -86,8 +86,9 @@ type SessionStore interface {
 	// ListSessions returns the valid sessions of subject at now, newest
 	// first.
 	ListSessions(ctx context.Context, subject string, now time.Time) ([]*Session, error)
-	// EndSessions ends every session of subject ("sign out everywhere") and
-	// returns how many there were. Tokens are not revoked.
+	// EndSessions ends every session of subject ("sign out everywhere"),
+	// and its auth sessions in progress (AuthSessionStore), and returns
+	// how many sessions there were. Tokens are not revoked.
 	EndSessions(ctx context.Context, subject string) (int, error)
 	// TrimSessions ends the sessions of subject beyond its keep newest
 	// (by CreatedAt, then ID), as EndSessions ends them (back-channel

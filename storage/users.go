@@ -81,7 +81,9 @@ type UserStore interface {
 	// returns ErrNotFound. Its codes and tokens stay (inactive, once the
 	// caller has run RevokeSubject) until they expire.
 	DeleteUser(ctx context.Context, subject string) error
-	// RevokeSubject ends every session of subject and deactivates every
+	// RevokeSubject ends every session of subject, ends its auth sessions
+	// in progress (a native sign-in whose first factor the change voids,
+	// draft-ietf-oauth-first-party-apps-04 §9) and deactivates every
 	// authorization code, access token and refresh token issued to it,
 	// in one transaction (its own, or the caller's). A refresh racing with
 	// it cannot leave a live token pair: like RevokeRefreshToken it takes

@@ -106,3 +106,17 @@ func (s *Store) DeleteExpiredAuthSessions(_ context.Context, now time.Time, limi
 	})
 	return n, nil
 }
+
+// endAuthSessions ends the subject's open auth sessions (RevokeSubject).
+// Callers hold s.mu.
+func (s *Store) endAuthSessions(ctx context.Context, subject string) {
+	t := s.authSessionsT()
+	for id, a := range t {
+		if a.Subject == subject && !a.Done {
+			n := a
+			n.Done, n.Version = true, a.Version+1
+			t[id] = n
+			s.record(ctx, func() { t[id] = a })
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/authd/authd/storage"
 )
@@ -53,6 +54,17 @@ func (s *Store) GetReplayRecord(_ context.Context, key string) (*storage.ReplayR
 	}
 	r.Sealed = slices.Clone(r.Sealed)
 	return &r, nil
+}
+
+// DeleteEndedReplayRecord deletes the record with key if its window ended.
+func (s *Store) DeleteEndedReplayRecord(ctx context.Context, key string, now time.Time) error {
+	s.tx(func() {
+		if r, ok := s.replays[key]; ok && !now.Before(r.WindowEnd) {
+			delete(s.replays, key)
+			s.record(ctx, func() { s.replays[key] = r })
+		}
+	})
+	return nil
 }
 
 // ReplayKeys returns the keys of the records in scope.

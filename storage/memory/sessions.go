@@ -176,9 +176,10 @@ func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 	return n, nil
 }
 
-// endSessions deletes the subject's sessions and queues their
-// back-channel logouts. Callers hold s.mu.
+// endSessions deletes the subject's sessions, queues their back-channel
+// logouts and ends its auth sessions. Callers hold s.mu.
 func (s *Store) endSessions(ctx context.Context, subject string) int {
+	s.endAuthSessions(ctx, subject)
 	var ended []storage.Session
 	for id, x := range s.sessions {
 		if x.Subject == subject {

@@ -200,8 +200,8 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 	return err
 }
 
-// RevokeSubject ends the subject's sessions and deactivates its codes and
-// tokens in one critical section.
+// RevokeSubject ends the subject's sessions and auth sessions and
+// deactivates its codes and tokens in one critical section.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	s.tx(func() {
 		s.endSessions(ctx, subject)

@@ -77,3 +77,13 @@ func (s *Store) DeleteExpiredAuthSessions(ctx context.Context, now time.Time, li
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// endAuthSessions ends the subject's open auth sessions (EndSessions,
+// RevokeSubject): their first factor no longer stands, as the browser's
+// half-signed-in session ends. The version moves, so a step in flight
+// loses its conditional write (UpdateAuthSession).
+func endAuthSessions(ctx context.Context, q querier, subject string) error {
+	_, err := q.Exec(ctx, `UPDATE auth_sessions SET done = true, version = version + 1
+		WHERE subject = $1 AND NOT done`, subject)
+	return err
+}

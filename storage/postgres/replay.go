@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -58,6 +59,12 @@ func (s *Store) GetReplayRecord(ctx context.Context, key string) (*storage.Repla
 	}
 	rec.WindowEnd = storage.NormalizeTime(rec.WindowEnd)
 	return rec, nil
+}
+
+// DeleteEndedReplayRecord deletes the record with key if its window ended.
+func (s *Store) DeleteEndedReplayRecord(ctx context.Context, key string, now time.Time) error {
+	_, err := s.q(ctx).Exec(ctx, `DELETE FROM replay_records WHERE key = $1 AND window_end <= $2`, key, now)
+	return translate("delete ended replay record", err)
 }
 
 // ReplayKeys returns the keys of the records in scope.

@@ -197,13 +197,17 @@ func (s *Store) ListSessions(ctx context.Context, subject string, now time.Time)
 }
 
 // EndSessions deletes every session of subject and queues their
-// back-channel logouts (endSessionsSQL).
+// back-channel logouts (endSessionsSQL), and ends its auth sessions, in
+// one transaction.
 func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 	var n int
-	if err := s.q(ctx).QueryRow(ctx, endSessionsSQL(`subject = $1`), subject).Scan(&n); err != nil {
-		return 0, translate("end sessions", err)
-	}
-	return n, nil
+	err := s.inTx(ctx, "end sessions", func(q querier) error {
+		if err := q.QueryRow(ctx, endSessionsSQL(`subject = $1`), subject).Scan(&n); err != nil {
+			return err
+		}
+		return endAuthSessions(ctx, q, subject)
+	})
+	return n, err
 }
 
 // TrimSessions ends the subject's sessions beyond its keep newest

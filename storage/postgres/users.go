@@ -165,11 +165,15 @@ func (s *Store) DeleteUser(ctx context.Context, subject string) error {
 }
 
 // RevokeSubject ends the subject's sessions (queuing their back-channel
-// logouts, endSessionsSQL) and deactivates its codes and tokens, in one
-// transaction.
+// logouts, endSessionsSQL) and its auth sessions (done: a step in flight
+// loses its conditional write), and deactivates its codes and tokens, in
+// one transaction.
 func (s *Store) RevokeSubject(ctx context.Context, subject string) error {
 	return s.inTx(ctx, "revoke subject", func(q querier) error {
 		if _, err := q.Exec(ctx, endSessionsSQL(`subject = $1`), subject); err != nil {
+			return err
+		}
+		if err := endAuthSessions(ctx, q, subject); err != nil {
 			return err
 		}
 		return revokeIssued(ctx, q, `subject = $1`, subject)

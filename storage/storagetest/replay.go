@@ -407,3 +407,32 @@ func testCodeRecord(t *testing.T, s Store) {
 		t.Fatalf("record of a redeemed code: %+v %v, want inactive", rc, err)
 	}
 }
+
+// testReplayRecordDeleteEnded: DeleteEndedReplayRecord deletes a record
+// whose window ended and leaves one still open; the key is then free.
+func testReplayRecordDeleteEnded(t *testing.T, s Store) {
+	ctx := t.Context()
+	mustClient(t, s, "c1")
+	rec := replayRecord("a:step", "as:1:0", "c1")
+	if _, err := s.PutReplayRecord(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteEndedReplayRecord(ctx, rec.Key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetReplayRecord(ctx, rec.Key); err != nil {
+		t.Fatalf("open record deleted: %v", err)
+	}
+	if err := s.DeleteEndedReplayRecord(ctx, rec.Key, rec.WindowEnd.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetReplayRecord(ctx, rec.Key); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("ended record: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteEndedReplayRecord(ctx, "a:missing", time.Now()); err != nil {
+		t.Fatalf("missing key: %v", err)
+	}
+	if _, err := s.PutReplayRecord(ctx, rec); err != nil {
+		t.Fatalf("key not free: %v", err)
+	}
+}

@@ -84,6 +84,7 @@ var cases = []testCase{
 	{"ReplayRecordRoundTrip", testReplayRecordRoundTrip},
 	{"ReplayRecordRevokedWithGrant", testReplayRecordRevoked},
 	{"ReplayRecordSupersededAndDeletedWithClient", testReplayRecordSuperseded},
+	{"ReplayRecordDeleteEnded", testReplayRecordDeleteEnded},
 	{"RedemptionLoserSeesWinnersRecord", testRedemptionLoserSeesRecord},
 	{"GrantActive", testGrantActive},
 	{"DeferredTx", testDeferredTx},
