@@ -31,13 +31,14 @@ func TestSignupConcurrentRepeatsAnswerAlike(t *testing.T) {
 	if form.Get("form_token") == "" || form.Get("csrf_token") == "" {
 		t.Fatalf("no form token on the page: %s", get.Body)
 	}
+	cookies := get.Result().Cookies()
 	recs := make([]*httptest.ResponseRecorder, 16)
 	var wg sync.WaitGroup
 	for i := range recs {
 		wg.Go(func() {
 			req := httptest.NewRequest(http.MethodPost, PathSignup, strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			for _, c := range get.Result().Cookies() {
+			for _, c := range cookies {
 				req.AddCookie(c)
 			}
 			recs[i] = httptest.NewRecorder()
