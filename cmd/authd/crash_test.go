@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -104,23 +105,68 @@ func (p *authdProcess) waitKilled(t *testing.T, wait time.Duration, timeout stri
 	}
 }
 
-// buildAuthd builds authd into a temporary directory, with the build tags
-// given (authd_faults: fault injection, faults.go).
+// buildAuthd builds authd with the build tags given (authd_faults: fault
+// injection, faults.go), once per set of tags for the whole test binary:
+// a dozen tests run authd processes, and each link of the binary costs
+// seconds of CPU. The binaries live in a directory TestMain removes.
 func buildAuthd(t *testing.T, tags ...string) string {
 	t.Helper()
+	key := strings.Join(tags, ",")
+	builds.mu.Lock()
+	b, ok := builds.byTags[key]
+	if !ok {
+		b = &build{}
+		builds.byTags[key] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() { b.path, b.err = goBuildAuthd(key) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds = struct {
+	mu     sync.Mutex
+	dir    string // set by TestMain
+	byTags map[string]*build
+}{byTags: map[string]*build{}}
+
+func goBuildAuthd(tags string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("the go command is needed to build authd: %v", err)
+		return "", fmt.Errorf("the go command is needed to build authd: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "authd")
+	if builds.dir == "" {
+		return "", errors.New("buildAuthd: no build directory (TestMain sets it)")
+	}
+	bin := filepath.Join(builds.dir, "authd-"+strings.ReplaceAll(tags, ",", "-"))
 	args := []string{"build"}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
+	if tags != "" {
+		args = append(args, "-tags", tags)
 	}
 	if out, err := exec.Command(goBin, append(args, "-o", bin, ".")...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "authd-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	builds.dir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // TestRetryAfterProcessKilledAfterCommit: two authd processes share one
