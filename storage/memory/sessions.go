@@ -111,6 +111,7 @@ func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, 
 func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	var out *storage.Session
 	s.tx(func() {
+		s.waitRow(ctx, sessionRow(id))
 		old, ok := s.sessions[id]
 		if !ok || !sessionValid(old, now) || s.users[old.Subject].Disabled {
 			return
@@ -130,6 +131,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 		x.LastSeenAt = storage.NormalizeTime(now)
 		s.sessions[id] = x
 		s.record(ctx, func() { s.sessions[id] = old })
+		s.lockRow(ctx, sessionRow(id))
 		out = cloneSession(x)
 	})
 	if out == nil {
@@ -141,6 +143,7 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 // DeleteSession ends one session; a missing one is not an error.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	s.tx(func() {
+		s.waitSessions(ctx, func(x storage.Session) bool { return x.ID == id })
 		if old, ok := s.sessions[id]; ok {
 			delete(s.sessions, id)
 			s.record(ctx, func() { s.sessions[id] = old })
@@ -179,6 +182,7 @@ func (s *Store) EndSessions(ctx context.Context, subject string) (int, error) {
 // endSessions deletes the subject's sessions, queues their back-channel
 // logouts and ends its auth sessions. Callers hold s.mu.
 func (s *Store) endSessions(ctx context.Context, subject string) int {
+	s.waitSessions(ctx, func(x storage.Session) bool { return x.Subject == subject })
 	s.endAuthSessions(ctx, subject)
 	var ended []storage.Session
 	for id, x := range s.sessions {
@@ -197,6 +201,7 @@ func (s *Store) endSessions(ctx context.Context, subject string) int {
 func (s *Store) TrimSessions(ctx context.Context, subject string, keep int) (int, error) {
 	var n int
 	s.tx(func() {
+		s.waitSessions(ctx, func(x storage.Session) bool { return x.Subject == subject })
 		var mine []storage.Session
 		for _, x := range s.sessions {
 			if x.Subject == subject {
@@ -243,4 +248,33 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time, limit 
 		}
 	})
 	return n, nil
+}
+
+// sessionRow is a session's key in the emulated row locks.
+func sessionRow(id string) string { return "s:" + id }
+
+// waitSessions waits until no other open transaction holds a session match
+// selects. TouchSession in a transaction holds the session until that
+// transaction ends, as PostgreSQL's UPDATE holds the row: a session that
+// ends after the touch ends after the commit, so the logouts it queues
+// include every client the transaction noted. Callers hold s.mu (the wait
+// releases it, so the scan starts again after each wait).
+func (s *Store) waitSessions(ctx context.Context, match func(storage.Session) bool) {
+	var mine *memTx
+	if t := s.txFrom(ctx); t != nil {
+		mine = t.root()
+	}
+	for {
+		held := ""
+		for id, x := range s.sessions {
+			if h, ok := s.rowLocks[sessionRow(id)]; ok && h != mine && !h.done && match(x) {
+				held = sessionRow(id)
+				break
+			}
+		}
+		if held == "" {
+			return
+		}
+		s.waitRow(ctx, held)
+	}
 }
