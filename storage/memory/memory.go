@@ -18,7 +18,11 @@
 // rotated) inside a transaction stays locked until that transaction ends, and
 // a concurrent redemption of it from another transaction waits for the end
 // before it answers. The loser of a redemption race therefore sees the
-// winner's replay record (docs/architecture.md, "The exchange").
+// winner's replay record (docs/architecture.md, "The exchange"). The same
+// lock holds a session touched inside a transaction (TouchSession), so a
+// session ends only after the transactions that touched it: a client noted
+// by one that commits gets its back-channel logout. Other rows (an
+// auth_session, a linked account, a token exchange) use it too.
 package memory
 
 import (
@@ -87,9 +91,9 @@ type Store struct {
 	passkeys passkeyTables
 	// factorT holds second factors (factors.go).
 	factorT factorTables
-	// rowLocks maps a redeemed code or rotated refresh token ("c:" or "r:"
-	// + signature) to the root transaction that holds it; unlock wakes
-	// the waiters through cond.
+	// rowLocks maps a locked row (a redeemed code or rotated refresh token,
+	// "c:" or "r:" + signature; a touched session, "s:" + ID; …) to the
+	// root transaction that holds it; unlock wakes the waiters through cond.
 	rowLocks map[string]*memTx
 	cond     *sync.Cond
 	// outbox holds the mail outbox, its job queue and the pending
