@@ -112,14 +112,11 @@ func (s *Server) handleChallenge(w http.ResponseWriter, r *http.Request) {
 func (s *Server) challenge(req *tokenRequest) (*answer, error) {
 	r := req.r
 	ctx := r.Context()
-	if err := parseTokenForm(r); err != nil {
-		return nil, err
-	}
 	// §4.1: the client authenticates as at the token endpoint; nothing is
 	// answered about the step to a client that does not.
-	client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
+	client, err := s.formClient(r)
 	if err != nil {
-		return nil, s.chargeAuthFailure(r, err)
+		return nil, err
 	}
 	req.client = client
 	// §10.1 (first-party applications only): the operator registered

@@ -61,21 +61,6 @@ func hdrOf(f func() http.Header) http.Header {
 	return f()
 }
 
-// dropRedis deletes the test's Redis entries (a flush, an eviction).
-func dropRedis(t *testing.T, client *redis.Client, prefix string) {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := client.Keys(ctx, prefix+"*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) > 0 {
-		if err := client.Del(ctx, keys...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func (h *harness) countCodes(t *testing.T, clientID string) int {
 	t.Helper()
 	var n int
@@ -108,7 +93,7 @@ func TestChallengeRetryPasswordStep(t *testing.T) {
 	}
 	// Redis flushed: the last one is answered from its record, not
 	// counted again.
-	dropRedis(t, client, prefix)
+	deletePrefix(t, client, prefix)
 	last := url.Values{"client_id": {fpClient}, "auth_session": {handle}, "username": {testUser}, "password": {"wrong-4"}}
 	if res := h.challenge(t, last, nil); res.status != http.StatusForbidden {
 		t.Fatalf("from the record: %d %s", res.status, res.raw)
@@ -143,7 +128,7 @@ func TestChallengeRetryFinalStep(t *testing.T) {
 	if n := h.countCodes(t, fpClient); n != 1 {
 		t.Fatalf("%d codes minted, want 1", n)
 	}
-	dropRedis(t, client, prefix)
+	deletePrefix(t, client, prefix)
 	if again := h.challenge(t, form, nil); again.status != 200 || !bytes.Equal(again.raw, res.raw) {
 		t.Fatalf("from the record: %d %s", again.status, again.raw)
 	}
@@ -327,7 +312,7 @@ func TestChallengeSameInputAfterWindow(t *testing.T) {
 		t.Fatalf("second step: %d %s", r.status, r.raw)
 	}
 	clk.advance(time.Minute)
-	dropRedis(t, client, prefix) // its entry expired with the window
+	deletePrefix(t, client, prefix) // its entry expired with the window
 	if r := h.challenge(t, again, nil); r.status != http.StatusForbidden || r.str("error") != "insufficient_authorization" || r.str("auth_session") != handle {
 		t.Fatalf("the same wrong password after the window: %d %s", r.status, r.raw)
 	}

@@ -15,13 +15,9 @@ import (
 // the client as at the token endpoint (RFC 7009 §2.1), revoke, write.
 func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if err := parseTokenForm(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
+	client, err := s.formClient(r)
 	if err != nil {
-		s.writeError(w, r, s.chargeAuthFailure(r, err))
+		s.writeError(w, r, err)
 		return
 	}
 	token := r.PostForm.Get("token")

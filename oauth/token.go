@@ -60,18 +60,10 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 func (s *Server) token(req *tokenRequest) (*answer, error) {
 	r := req.r
 	ctx := r.Context()
-	// 1. Parse.
-	if err := parseTokenForm(r); err != nil {
-		return nil, err
-	}
-	// 2. Authenticate the client. Failures from one source address beyond
-	// a budget get 429 instead of 401; a request that authenticates is
-	// never refused for what others sent from the same address (a load
-	// balancer's, say). Client secrets are 256-bit, so this bounds noise,
-	// not guessing.
-	client, err := s.clientAuth.authenticate(ctx, r, r.PostForm)
+	// 1–2. Parse, and authenticate the client.
+	client, err := s.formClient(r)
 	if err != nil {
-		return nil, s.chargeAuthFailure(r, err)
+		return nil, err
 	}
 	req.client = client
 	// 3. Rate-limit the authenticated client. A confidential client proved
@@ -129,6 +121,23 @@ func (s *Server) token(req *tokenRequest) (*answer, error) {
 		}
 	}
 	return a, err
+}
+
+// formClient parses a token-endpoint-style request (the token, challenge
+// and revocation endpoints) and authenticates its client. Failures from one
+// source address beyond a budget get 429 instead of 401; a request that
+// authenticates is never refused for what others sent from the same
+// address (a load balancer's, say). Client secrets are 256-bit, so this
+// bounds noise, not guessing.
+func (s *Server) formClient(r *http.Request) (fosite.Client, error) {
+	if err := parseTokenForm(r); err != nil {
+		return nil, err
+	}
+	client, err := s.clientAuth.authenticate(r.Context(), r, r.PostForm)
+	if err != nil {
+		return nil, s.chargeAuthFailure(r, err)
+	}
+	return client, nil
 }
 
 // chargeAuthFailure counts a failed client authentication against the
