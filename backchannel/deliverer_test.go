@@ -273,7 +273,7 @@ func TestFailingAppDoesNotHoldUpOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, app := range []string{"rp-dead", "rp-good"} {
-			if err := h.store.NoteSessionClient(t.Context(), sid, app); err != nil {
+			if _, err := h.store.TouchSession(t.Context(), sid, app, now, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 		}

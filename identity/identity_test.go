@@ -109,7 +109,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Errorf("ResumeSession: %v", err)
 	}
-	if err := svc.UseSession(ctx, bs.ID); err != nil {
+	if err := svc.UseSession(ctx, bs.ID, ""); err != nil {
 		t.Errorf("UseSession: %v", err)
 	}
 	if n, err := svc.SignOut(ctx, "alicia"); err != nil || n != 1 {
@@ -118,7 +118,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := svc.ResumeSession(ctx, ref); !errors.Is(err, identity.ErrNoSession) {
 		t.Errorf("ResumeSession after SignOut = %v", err)
 	}
-	if err := svc.UseSession(ctx, bs.ID); !errors.Is(err, identity.ErrNoSession) {
+	if err := svc.UseSession(ctx, bs.ID, ""); !errors.Is(err, identity.ErrNoSession) {
 		t.Errorf("UseSession after SignOut = %v", err)
 	}
 	if _, err := svc.ResumeSession(ctx, "garbage"); !errors.Is(err, identity.ErrNoSession) {

@@ -181,25 +181,17 @@ func (s *Service) ResumeSignIn(ctx context.Context, ref, clientID string) (Sessi
 // confirms it is still valid, or returns ErrNoSession. Run it in the
 // transaction that stores a code: in PostgreSQL it waits for a concurrent
 // sign-out, disable or password change of the user and then fails, so a
-// code is never committed for a session that ended meanwhile.
-func (s *Service) UseSession(ctx context.Context, sessionID string) error {
-	_, err := s.store.TouchSession(ctx, sessionID, s.opts.Now(), s.opts.SessionIdleTTL)
+// code is never committed for a session that ended meanwhile. A clientID
+// other than "" is being issued a code with openid: the session records
+// it in the same write, so that the session's end sends it a back-channel
+// logout (storage.SessionStore.TouchSession).
+func (s *Service) UseSession(ctx context.Context, sessionID, clientID string) error {
+	_, err := s.store.TouchSession(ctx, sessionID, clientID, s.opts.Now(), s.opts.SessionIdleTTL)
 	if errors.Is(err, storage.ErrNotFound) {
 		return ErrNoSession
 	}
 	if err != nil {
 		return fmt.Errorf("identity: use session: %w", err)
-	}
-	return nil
-}
-
-// NoteClient records that clientID is being issued a code with openid for
-// the session, so that the session's end sends it a back-channel logout
-// (storage.SessionStore.NoteSessionClient). Run it in the transaction that
-// stores the code, after UseSession.
-func (s *Service) NoteClient(ctx context.Context, sessionID, clientID string) error {
-	if err := s.store.NoteSessionClient(ctx, sessionID, clientID); err != nil {
-		return fmt.Errorf("identity: note session client: %w", err)
 	}
 	return nil
 }

@@ -118,14 +118,23 @@ func (s *Server) prepareCode(tx context.Context, ar fosite.AuthorizeRequester, c
 			return nil, fosite.ErrServerError.WithWrap(err)
 		}
 	}
-	if err := s.people.UseSession(tx, cur.session.ID); err != nil {
+	if err := s.people.UseSession(tx, cur.session.ID, sessionClient(ar)); err != nil {
 		if errors.Is(err, identity.ErrNoSession) {
 			return nil, errSessionEnded
 		}
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
-	if err := s.noteSessionClient(tx, ar, cur); err != nil {
-		return nil, fosite.ErrServerError.WithWrap(err)
-	}
 	return resp, nil
+}
+
+// sessionClient is the client the browser session must record with the
+// code's use of it: one issued a code with openid, whose ID tokens carry
+// the session's sid, so that the session's end sends it a back-channel
+// logout (OpenID Connect Back-Channel Logout 1.0 §2.3; package
+// backchannel). "" for a code without openid.
+func sessionClient(ar fosite.AuthorizeRequester) string {
+	if !ar.GetGrantedScopes().Has("openid") {
+		return ""
+	}
+	return ar.GetClient().GetID()
 }

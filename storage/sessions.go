@@ -64,16 +64,14 @@ type SessionStore interface {
 	// waits for a concurrent transaction that ends the session (sign-out,
 	// RevokeSubject) and then reports ErrNotFound: run in the transaction
 	// that stores a code, it makes the code commit only with a live session.
-	TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*Session, error)
-	// NoteSessionClient records that clientID was issued a code with
-	// openid for the session (so will hold ID tokens with its sid), with a
-	// conditional write that is a no-op when already recorded. Run it in
-	// the transaction that stores the code, after TouchSession: the
-	// session's end then either waits for it and queues the client's
+	//
+	// A client other than "" is recorded on the session in the same write
+	// (a no-op when it is there): it is being issued a code with openid, so
+	// will hold ID tokens with the session's sid. The session's end then
+	// either waits for the code's transaction and queues the client's
 	// back-channel logout, or ended the session first and the code fails.
-	// An unknown session is not an error (TouchSession reports it). In a
-	// deferred transaction it is queued.
-	NoteSessionClient(ctx context.Context, sessionID, clientID string) error
+	// In a deferred transaction it is queued.
+	TouchSession(ctx context.Context, id, client string, now time.Time, idle time.Duration) (*Session, error)
 	// Every method below that ends sessions (DeleteSession, EndSessions,
 	// and UserStore.RevokeSubject) writes, in the same statement or
 	// transaction, one LogoutDelivery per (ended session, noted client

@@ -23,20 +23,25 @@ func newUUID() string {
 }
 
 // NoteSessionClient records clientID for the session; a no-op when it is
-// there or the session is unknown.
+// there or the session is unknown. authd notes a client with TouchSession;
+// this is the tests' way (storagetest.BackendMethods).
 func (s *Store) NoteSessionClient(ctx context.Context, sessionID, clientID string) error {
 	s.tx(func() {
-		if _, ok := s.sessions[sessionID]; !ok {
-			return
+		if _, ok := s.sessions[sessionID]; ok {
+			s.noteClient(ctx, sessionID, clientID)
 		}
-		old := s.rpClients[sessionID]
-		if slices.Contains(old, clientID) {
-			return
-		}
-		s.rpClients[sessionID] = append(slices.Clone(old), clientID)
-		s.record(ctx, func() { s.rpClients[sessionID] = old })
 	})
 	return nil
+}
+
+// noteClient adds clientID to the session's clients, once; under s.tx.
+func (s *Store) noteClient(ctx context.Context, sessionID, clientID string) {
+	old := s.rpClients[sessionID]
+	if slices.Contains(old, clientID) {
+		return
+	}
+	s.rpClients[sessionID] = append(slices.Clone(old), clientID)
+	s.record(ctx, func() { s.rpClients[sessionID] = old })
 }
 
 // queueLogouts writes one delivery per (ended session, noted client with a

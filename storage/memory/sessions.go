@@ -107,8 +107,9 @@ func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, 
 	return x, u, c, f, nil
 }
 
-// TouchSession extends and returns a valid session, or storage.ErrNotFound.
-func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
+// TouchSession extends and returns a valid session, noting client, or
+// storage.ErrNotFound.
+func (s *Store) TouchSession(ctx context.Context, id, client string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	var out *storage.Session
 	s.tx(func() {
 		s.waitRow(ctx, sessionRow(id))
@@ -131,6 +132,9 @@ func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle
 		x.LastSeenAt = storage.NormalizeTime(now)
 		s.sessions[id] = x
 		s.record(ctx, func() { s.sessions[id] = old })
+		if client != "" {
+			s.noteClient(ctx, id, client)
+		}
 		s.lockRow(ctx, sessionRow(id))
 		out = cloneSession(x)
 	})

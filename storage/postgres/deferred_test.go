@@ -48,7 +48,7 @@ func TestBreakCheckedWriteCommitsAnyway(t *testing.T) {
 	if err := s.CreatePKCERequestSession(tx, "code-sig", r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TouchSession(tx, "s1", now, time.Hour); err != nil {
+	if _, err := s.TouchSession(tx, "s1", "", now, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Commit(tx)

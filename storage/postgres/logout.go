@@ -45,8 +45,9 @@ const signOutClientSQL = `WITH noted AS (UPDATE sessions SET rp_clients = array_
 	ON CONFLICT DO NOTHING`
 
 // NoteSessionClient adds clientID to the session's rp_clients with a
-// conditional UPDATE (a no-op when there); queued in a deferred
-// transaction.
+// conditional UPDATE (a no-op when there), without touching the session;
+// queued in a deferred transaction. authd notes a client with
+// TouchSession; this is the tests' way (storagetest.BackendMethods).
 func (s *Store) NoteSessionClient(ctx context.Context, sessionID, clientID string) error {
 	const sql = `UPDATE sessions SET rp_clients = rp_clients || $2::text
 		WHERE id = $1 AND NOT ($2 = ANY (rp_clients))`

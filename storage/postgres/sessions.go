@@ -135,6 +135,11 @@ func normalizeSessionUser(x *storage.Session, u *storage.User) {
 	u.Subject = x.Subject
 }
 
+// noteClient is TouchSession's record of its client ($5; "" records
+// nothing) in the session's rp_clients, once.
+const noteClient = `,
+		rp_clients = CASE WHEN $5 = '' OR $5 = ANY (s.rp_clients) THEN s.rp_clients ELSE s.rp_clients || $5::text END`
+
 // touchedIdle is TouchSession's new idle expiry ($3 = now+idle, $4 = the
 // granularity in microseconds): unchanged unless it moves forward by the
 // granularity or more, or back (a shorter idle lifetime since, or another
@@ -151,13 +156,13 @@ const touchedIdle = `CASE WHEN least($3::timestamptz, s.expires_at) >= s.idle_ex
 // In a deferred transaction (BeginDeferredTX) the update is queued and
 // TouchSession returns (nil, nil); a session that is not valid then fails
 // the commit with storage.ErrNotFound.
-func (s *Store) TouchSession(ctx context.Context, id string, now time.Time, idle time.Duration) (*storage.Session, error) {
+func (s *Store) TouchSession(ctx context.Context, id, client string, now time.Time, idle time.Duration) (*storage.Session, error) {
 	sql := `UPDATE sessions s
-		SET idle_expires_at = ` + touchedIdle + `, last_seen_at = $2
+		SET idle_expires_at = ` + touchedIdle + `, last_seen_at = $2` + noteClient + `
 		FROM users u
 		WHERE s.id = $1 AND u.subject = s.subject AND NOT u.disabled
 		  AND s.idle_expires_at > $2 AND s.expires_at > $2`
-	args := []any{id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds()}
+	args := []any{id, now, now.Add(idle), storage.TouchGranularity(idle).Microseconds(), client}
 	if s.enqueueChecked(ctx, queuedOp{op: "touch session", errNone: storage.ErrNotFound}, sql, args...) {
 		return nil, nil
 	}

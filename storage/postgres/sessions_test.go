@@ -52,11 +52,11 @@ func TestTouchSessionIsHOT(t *testing.T) {
 	upd0, hot0 := stats()
 	const idle = 2 * time.Hour // granularity 72 s
 	for i := range 10 {
-		if _, err := s.TouchSession(ctx, "h1", now.Add(time.Duration(i)*time.Second), idle); err != nil {
+		if _, err := s.TouchSession(ctx, "h1", "", now.Add(time.Duration(i)*time.Second), idle); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.TouchSession(ctx, "h1", now.Add(2*time.Minute), idle)
+	got, err := s.TouchSession(ctx, "h1", "", now.Add(2*time.Minute), idle)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,8 @@ func testTrimSessions(t *testing.T, s Store) {
 }
 
 // testLogoutEndWaits: a session's end that meets a code's transaction
-// holding the session (TouchSession, NoteSessionClient, not yet
-// committed) waits for it, and tells the client it noted.
+// holding the session (TouchSession noting the client, not yet committed)
+// waits for it, and tells the client it noted.
 func testLogoutEndWaits(t *testing.T, s Store) {
 	ctx := t.Context()
 	logoutClient(t, s, "rp-x", "https://x.example/logout")
@@ -83,9 +83,10 @@ func testLogoutEndWaits(t *testing.T, s Store) {
 	logoutSession(t, s, u, "s1")
 	tx, err := s.BeginTX(ctx)
 	noErr(t, "BeginTX", err)
-	_, err = s.TouchSession(tx, "s1", time.Now(), time.Hour)
+	_, err = s.TouchSession(tx, "s1", "rp-x", time.Now(), time.Hour)
 	noErr(t, "TouchSession", err)
-	noErr(t, "NoteSessionClient", s.NoteSessionClient(tx, "s1", "rp-x"))
+	_, err = s.TouchSession(tx, "s1", "rp-x", time.Now(), time.Hour) // noted once
+	noErr(t, "TouchSession again", err)
 	ended := make(chan error, 1)
 	go func() { _, err := s.EndSessions(ctx, u.Subject); ended <- err }()
 	time.Sleep(100 * time.Millisecond) // PostgreSQL: EndSessions waits on the row lock
@@ -379,16 +380,11 @@ func testLogoutNoteRace(t *testing.T, s Store) {
 				t.Error(err)
 				return
 			}
-			if _, err := s.TouchSession(tx, "s1", time.Now(), time.Hour); err != nil {
+			if _, err := s.TouchSession(tx, "s1", id, time.Now(), time.Hour); err != nil {
 				_ = s.Rollback(tx)
 				if !errors.Is(err, storage.ErrNotFound) {
 					t.Error(err)
 				}
-				return
-			}
-			if err := s.NoteSessionClient(tx, "s1", id); err != nil {
-				_ = s.Rollback(tx)
-				t.Error(err)
 				return
 			}
 			if err := s.Commit(tx); err == nil {

@@ -170,7 +170,7 @@ func testUserDelete(t *testing.T, s Store) {
 	noErr(t, "DeleteUser", s.DeleteUser(ctx, u.Subject))
 	_, err := s.GetUserBySubject(ctx, u.Subject)
 	wantErr(t, "GetUserBySubject after delete", err, storage.ErrNotFound)
-	_, err = s.TouchSession(ctx, "s1", now, time.Hour)
+	_, err = s.TouchSession(ctx, "s1", "", now, time.Hour)
 	wantErr(t, "TouchSession after delete", err, storage.ErrNotFound)
 	_, err = s.GetConsent(ctx, u.Subject, "app")
 	wantErr(t, "GetConsent after delete", err, storage.ErrNotFound)
@@ -209,7 +209,7 @@ func testSessions(t *testing.T, s Store) {
 	wantErr(t, "GetSession after idle expiry", err, storage.ErrNotFound)
 	_, err = s.GetSession(ctx, "missing", now)
 	wantErr(t, "GetSession missing", err, storage.ErrNotFound)
-	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute), 30*time.Minute)
+	got, err = s.TouchSession(ctx, "hash-1", "", now.Add(20*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession", err)
 	if got.Subject != u.Subject || !got.AuthTime.Equal(now) || got.AuthTime.Location() != time.UTC || !slices.Equal(got.AMR, []string{"pwd"}) {
 		t.Errorf("TouchSession = %#v", got)
@@ -219,41 +219,41 @@ func testSessions(t *testing.T, s Store) {
 	}
 	// A touch that would move the idle expiry by less than the granularity
 	// (18 s of 30 min) leaves it, and still records the use.
-	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+10*time.Second), 30*time.Minute)
+	got, err = s.TouchSession(ctx, "hash-1", "", now.Add(20*time.Minute+10*time.Second), 30*time.Minute)
 	noErr(t, "TouchSession within the granularity", err)
 	if !got.IdleExpiresAt.Equal(now.Add(50*time.Minute)) || !got.LastSeenAt.Equal(now.Add(20*time.Minute+10*time.Second)) {
 		t.Errorf("touch within the granularity: idle expiry %v, last seen %v; want %v, %v", got.IdleExpiresAt, got.LastSeenAt,
 			now.Add(50*time.Minute), now.Add(20*time.Minute+10*time.Second))
 	}
-	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+20*time.Second), 30*time.Minute)
+	got, err = s.TouchSession(ctx, "hash-1", "", now.Add(20*time.Minute+20*time.Second), 30*time.Minute)
 	noErr(t, "TouchSession past the granularity", err)
 	if !got.IdleExpiresAt.Equal(now.Add(50*time.Minute + 20*time.Second)) {
 		t.Errorf("touch past the granularity: idle expiry %v, want %v", got.IdleExpiresAt, now.Add(50*time.Minute+20*time.Second))
 	}
 	// A shorter idle lifetime (the setting lowered since) applies at the
 	// next use, however small the step.
-	got, err = s.TouchSession(ctx, "hash-1", now.Add(20*time.Minute+30*time.Second), 5*time.Minute)
+	got, err = s.TouchSession(ctx, "hash-1", "", now.Add(20*time.Minute+30*time.Second), 5*time.Minute)
 	noErr(t, "TouchSession with a shorter idle lifetime", err)
 	if !got.IdleExpiresAt.Equal(now.Add(25*time.Minute + 30*time.Second)) {
 		t.Errorf("touch with a shorter idle lifetime: idle expiry %v, want %v", got.IdleExpiresAt, now.Add(25*time.Minute+30*time.Second))
 	}
-	_, err = s.TouchSession(ctx, "hash-1", now.Add(25*time.Minute), 30*time.Minute)
+	_, err = s.TouchSession(ctx, "hash-1", "", now.Add(25*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession with the longer idle lifetime again", err)
 	// The idle expiry never passes the absolute one.
-	got, err = s.TouchSession(ctx, "hash-1", now.Add(45*time.Minute), 30*time.Minute)
+	got, err = s.TouchSession(ctx, "hash-1", "", now.Add(45*time.Minute), 30*time.Minute)
 	noErr(t, "TouchSession again", err)
 	if !got.IdleExpiresAt.Equal(now.Add(time.Hour)) {
 		t.Errorf("idle expiry = %v, want the absolute %v", got.IdleExpiresAt, now.Add(time.Hour))
 	}
-	_, err = s.TouchSession(ctx, "hash-1", now.Add(time.Hour), 30*time.Minute)
+	_, err = s.TouchSession(ctx, "hash-1", "", now.Add(time.Hour), 30*time.Minute)
 	wantErr(t, "TouchSession after absolute expiry", err, storage.ErrNotFound)
-	_, err = s.TouchSession(ctx, "missing", now, time.Minute)
+	_, err = s.TouchSession(ctx, "missing", "", now, time.Minute)
 	wantErr(t, "TouchSession missing", err, storage.ErrNotFound)
 
 	// Idle expiry.
 	noErr(t, "CreateSession 2", s.CreateSession(ctx, &storage.Session{ID: "hash-2", Subject: u.Subject, AuthTime: now,
 		IdleExpiresAt: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}))
-	_, err = s.TouchSession(ctx, "hash-2", now.Add(2*time.Minute), time.Minute)
+	_, err = s.TouchSession(ctx, "hash-2", "", now.Add(2*time.Minute), time.Minute)
 	wantErr(t, "TouchSession after idle expiry", err, storage.ErrNotFound)
 
 	noErr(t, "CreateSession 3", s.CreateSession(ctx, &storage.Session{ID: "hash-3", Subject: u.Subject, AuthTime: now,
@@ -265,7 +265,7 @@ func testSessions(t *testing.T, s Store) {
 	}
 	noErr(t, "DeleteSession", s.DeleteSession(ctx, "hash-3"))
 	noErr(t, "DeleteSession again", s.DeleteSession(ctx, "hash-3"))
-	_, err = s.TouchSession(ctx, "hash-3", now, time.Minute)
+	_, err = s.TouchSession(ctx, "hash-3", "", now, time.Minute)
 	wantErr(t, "TouchSession after DeleteSession", err, storage.ErrNotFound)
 
 	n, err := s.DeleteExpiredSessions(ctx, now.Add(90*time.Minute), 10)
@@ -280,7 +280,7 @@ func testSessions(t *testing.T, s Store) {
 	if n != 1 {
 		t.Errorf("EndSessions = %d, want 1", n)
 	}
-	_, err = s.TouchSession(ctx, "hash-4", now, time.Minute)
+	_, err = s.TouchSession(ctx, "hash-4", "", now, time.Minute)
 	wantErr(t, "TouchSession after EndSessions", err, storage.ErrNotFound)
 }
 
@@ -291,7 +291,7 @@ func testSessionDisabled(t *testing.T, s Store) {
 	noErr(t, "CreateSession", s.CreateSession(ctx, &storage.Session{ID: "h", Subject: u.Subject, AuthTime: now,
 		IdleExpiresAt: now.Add(time.Hour), ExpiresAt: now.Add(time.Hour)}))
 	noErr(t, "SetUserDisabled", s.SetUserDisabled(ctx, u.Subject, true))
-	_, err := s.TouchSession(ctx, "h", now, time.Minute)
+	_, err := s.TouchSession(ctx, "h", "", now, time.Minute)
 	wantErr(t, "TouchSession of a disabled user", err, storage.ErrNotFound)
 	_, err = s.GetSession(ctx, "h", now)
 	wantErr(t, "GetSession of a disabled user", err, storage.ErrNotFound)
@@ -352,10 +352,10 @@ func testRevokeSubject(t *testing.T, s Store) {
 	if got := issuedActive(t, s, "rb"); got != "yyy" {
 		t.Errorf("bob's code/access/refresh active = %s, want yyy", got)
 	}
-	if _, err := s.TouchSession(ctx, "sa", now, time.Minute); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := s.TouchSession(ctx, "sa", "", now, time.Minute); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("alice's session after RevokeSubject: %v", err)
 	}
-	if _, err := s.TouchSession(ctx, "sb", now, time.Minute); err != nil {
+	if _, err := s.TouchSession(ctx, "sb", "", now, time.Minute); err != nil {
 		t.Errorf("bob's session after RevokeSubject: %v", err)
 	}
 	if _, err := s.GetAccessTokenSession(ctx, "at-ra", &fosite.DefaultSession{}); !errors.Is(err, storage.ErrInactiveToken) {

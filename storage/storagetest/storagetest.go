@@ -35,6 +35,9 @@ type Store interface {
 // inside a backend (CommitWithReplayRecord's insert, the memory janitor's
 // deletions) or only here: not part of storage.Store, checked directly.
 type BackendMethods interface {
+	// NoteSessionClient records clientID on the session as TouchSession
+	// does, without touching it (a no-op for an unknown session).
+	NoteSessionClient(ctx context.Context, sessionID, clientID string) error
 	// PutReplayRecord is CommitWithReplayRecord's insert, in ctx's
 	// transaction when there is one, without the commit.
 	PutReplayRecord(ctx context.Context, rec *storage.ReplayRecord) (superseded []string, err error)
