@@ -43,7 +43,7 @@ func addProvider(t *testing.T, h *harness, body map[string]any) {
 	}
 }
 
-var providerFormRe = regexp.MustCompile(`name="provider" value="([^"]+)">\s*<input type="hidden" name="return_to" value="([^"]+)">\s*<button[^>]*>([^<]+)</button>`)
+var providerFormRe = regexp.MustCompile(`name="provider" value="([^"]+)">\s*<input type="hidden" name="return_to" value="([^"]+)">\s*<input type="hidden" name="csrf_token" value="([^"]+)">\s*<button[^>]*>([^<]+)</button>`)
 
 // fedStart opens the login page of a new authorization request and
 // presses the provider's button: the redirect to the upstream.
@@ -54,15 +54,26 @@ func fedStart(t *testing.T, h *harness, b *http.Client, provider string) *url.UR
 		if m[1] != provider {
 			continue
 		}
-		form := url.Values{"provider": {provider}, "return_to": {html.UnescapeString(m[2])}}
-		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/signin/fed/start", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", h.srv.URL)
-		resp, err := b.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		post := func(form url.Values) page {
+			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/signin/fed/start", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", h.srv.URL)
+			resp, err := b.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return readPage(t, resp)
 		}
-		sp := readPage(t, resp)
+		form := url.Values{"provider": {provider}, "return_to": {html.UnescapeString(m[2])}}
+		// Without the page's CSRF token, or with another's, nothing starts.
+		for _, token := range []string{"", "forged-" + m[3]} {
+			form.Set("csrf_token", token)
+			if sp := post(form); sp.status != http.StatusForbidden || sp.loc != nil {
+				t.Fatalf("start with csrf_token %q: %d %v", token, sp.status, sp.loc)
+			}
+		}
+		form.Set("csrf_token", m[3])
+		sp := post(form)
 		if sp.status != http.StatusSeeOther || sp.loc == nil {
 			t.Fatalf("start: %d %s", sp.status, sp.body)
 		}

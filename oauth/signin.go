@@ -75,7 +75,11 @@ func (s *Server) mountMethods(handle func(method, path string, h http.Handler, c
 		for _, rt := range mt.Routes(methodFlow{s: s, method: m.Name()}) {
 			p := pathSignIn + m.Name() + "/" + strings.TrimPrefix(rt.Path, "/")
 			s.methods.routes[p] = true
-			handle(rt.Method, p, rt.Handler, rt.CrossSite)
+			h := rt.Handler
+			if rt.CSRF {
+				h = s.requireCSRF(h)
+			}
+			handle(rt.Method, p, h, rt.CrossSite)
 		}
 	}
 }
@@ -263,6 +267,19 @@ func (s *Server) returnRequest(w http.ResponseWriter, r *http.Request, returnTo 
 // may write a row (a passkey ceremony, a provider's state), so a flood
 // from one address is refused early. The answer is 429 with Retry-After,
 // JSON for a script (the passkey button asks for JSON), else a page.
+// requireCSRF refuses a POST to a method's route (signin.Route.CSRF) that
+// does not carry this browser's CSRF token, with a page in words.
+func (s *Server) requireCSRF(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || !s.cookies.checkCSRF(r) {
+			s.renderError(w, http.StatusForbidden, "This page has expired.",
+				"Go back to the app and start the sign-in again.")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) limitMethodRoute(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.limits.Take(r.Context(), "signin-route", clientIP(r), s.cfg.MethodRouteLimits.rate()); !ok {

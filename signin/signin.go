@@ -83,6 +83,10 @@ type Route struct {
 	// callback (Sign in with Apple). Its handler must bind the request to
 	// the browser itself (its state and cookie).
 	CrossSite bool
+	// CSRF has the flow check, before Handler runs, that the POST carries
+	// the login page's token (form field csrf_token, Page.CSRFToken) for
+	// this browser: a form the method rendered on the login page.
+	CSRF bool
 }
 
 // Flow is what the authorization flow offers a method's own routes: a

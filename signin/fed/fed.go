@@ -100,14 +100,16 @@ func (m *Method) Name() string { return Name }
 var buttons = template.Must(template.New("fed").Parse(`{{range .Providers}}<form method="post" action="/signin/fed/start">
 <input type="hidden" name="provider" value="{{.ID}}">
 <input type="hidden" name="return_to" value="{{$.Action}}">
+<input type="hidden" name="csrf_token" value="{{$.CSRFToken}}">
 <button type="submit" class="provider provider-{{.Kind}}">Continue with {{.DisplayName}}</button>
 </form>
 {{end}}`))
 
 // Render shows one "Continue with DISPLAY_NAME" button per provider
 // (Apple's and Google's own names by default: "Continue with Apple",
-// "Continue with Google"). Each posts to the start route (same-origin
-// only: the pages' cross-origin protection).
+// "Continue with Google"). Each posts to the start route with the page's
+// CSRF token (checked by the flow, signin.Route.CSRF) and same-origin only
+// (the pages' cross-origin protection).
 func (m *Method) Render(ctx context.Context, p signin.Page) template.HTML {
 	if p.Reauth {
 		return "" // a re-authentication proves the same user: not another account
@@ -117,7 +119,7 @@ func (m *Method) Render(ctx context.Context, p signin.Page) template.HTML {
 		return ""
 	}
 	var b bytes.Buffer
-	if err := buttons.Execute(&b, map[string]any{"Providers": ps, "Action": p.Action}); err != nil {
+	if err := buttons.Execute(&b, map[string]any{"Providers": ps, "Action": p.Action, "CSRFToken": p.CSRFToken}); err != nil {
 		return ""
 	}
 	return template.HTML(b.String()) //nolint:gosec // rendered by html/template above
@@ -134,7 +136,7 @@ func (m *Method) Verify(context.Context, signin.Input) (signin.Result, error) {
 func (m *Method) Routes(f signin.Flow) []signin.Route {
 	cb := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.callback(w, r, f) })
 	return []signin.Route{
-		{Method: http.MethodPost, Path: "start", Handler: http.HandlerFunc(m.start)},
+		{Method: http.MethodPost, Path: "start", Handler: http.HandlerFunc(m.start), CSRF: true},
 		{Method: http.MethodGet, Path: "{provider}/callback", Handler: cb},
 		{Method: http.MethodPost, Path: "{provider}/callback", Handler: cb, CrossSite: true},
 	}
