@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -139,5 +140,39 @@ func TestHeadOnDocuments(t *testing.T) {
 		if put := do(http.MethodPut, path); put.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(put.Header.Get("Allow"), "HEAD") {
 			t.Errorf("PUT %s: %d, Allow %q", path, put.StatusCode, put.Header.Get("Allow"))
 		}
+	}
+}
+
+// TestHeadOnPages: every GET route of the pages answers HEAD with GET's
+// status and headers and no body (RFC 9110 §9.1: a general-purpose server
+// supports HEAD), and their 405s name HEAD in Allow.
+func TestHeadOnPages(t *testing.T) {
+	h := newHarness(t, harnessOpts{backend: "memory"})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	do := func(method, path string) (*http.Response, int) {
+		req, _ := http.NewRequest(method, h.srv.URL+path, nil)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, len(b)
+	}
+	authorize := strings.TrimPrefix(h.authURL(publicClient, publicRedirect), h.srv.URL)
+	for _, path := range []string{authorize, "/oauth2/authorize", "/account", "/logout", "/oauth2/logout"} {
+		get, _ := do(http.MethodGet, path)
+		head, n := do(http.MethodHead, path)
+		if head.StatusCode != get.StatusCode || head.Header.Get("Content-Type") != get.Header.Get("Content-Type") ||
+			head.Header.Get("Content-Security-Policy") != get.Header.Get("Content-Security-Policy") || n != 0 {
+			t.Errorf("HEAD %s: %d %q, %d bytes; GET: %d %q", path, head.StatusCode, head.Header.Get("Content-Type"), n,
+				get.StatusCode, get.Header.Get("Content-Type"))
+		}
+		if put, _ := do(http.MethodPut, path); put.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(put.Header.Get("Allow"), "GET, HEAD") {
+			t.Errorf("PUT %s: %d, Allow %q", path, put.StatusCode, put.Header.Get("Allow"))
+		}
+	}
+	if head, _ := do(http.MethodHead, "/oauth2/token"); head.StatusCode != http.StatusMethodNotAllowed || head.Header.Get("Allow") != "POST" {
+		t.Errorf("HEAD /oauth2/token: %d, Allow %q; want 405, POST", head.StatusCode, head.Header.Get("Allow"))
 	}
 }

@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -57,9 +58,8 @@ func (s *Server) routes() http.Handler {
 	r.HandleFunc(pathPAR, s.handlePAR).Methods(http.MethodPost)
 	r.HandleFunc(pathChallenge, s.handleChallenge).Methods(http.MethodPost)
 	r.HandleFunc(pathIntrospect, s.handleIntrospect).Methods(http.MethodPost)
-	// Documents that caches, CDNs and monitors fetch also answer HEAD
-	// (RFC 9110 §9.1: a general-purpose server supports GET and HEAD);
-	// net/http writes no body for a HEAD request.
+	// Documents that caches, CDNs and monitors fetch name HEAD too; every
+	// other GET route answers it as well (see below).
 	r.HandleFunc(pathMetadata, s.handleMetadata).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(pathJWKS, s.handleJWKS).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(pathDiscovery, s.handleMetadata).Methods(http.MethodGet, http.MethodHead)
@@ -98,6 +98,14 @@ func (s *Server) routes() http.Handler {
 			s.admin.ServeHTTP(w, req)
 			return
 		}
+		if req.Method == http.MethodHead {
+			// Every GET route of the protocol and the pages answers HEAD
+			// (RFC 9110 §9.1: a general-purpose server supports GET and
+			// HEAD; §9.3.2: with the same header fields). The handler sees
+			// GET; net/http, which still sees HEAD, writes no body.
+			req = req.Clone(req.Context())
+			req.Method = http.MethodGet
+		}
 		if s.accounts != nil && s.accounts.Route(req.URL.Path) != "" {
 			limitBody(s.accounts, s.pageTooLarge).ServeHTTP(w, req)
 			return
@@ -116,9 +124,12 @@ func allowedMethods(router *mux.Router, req *http.Request) string {
 		var match mux.RouteMatch
 		if router.Match(probe, &match) && match.MatchErr == nil {
 			allowed = append(allowed, m)
+			if m == http.MethodGet {
+				allowed = append(allowed, http.MethodHead) // served as GET (routes)
+			}
 		}
 	}
-	return strings.Join(allowed, ", ")
+	return strings.Join(slices.Compact(allowed), ", ")
 }
 
 // authorizeByPost accepts an authorization request sent by POST as a form

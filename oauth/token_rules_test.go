@@ -150,7 +150,8 @@ func TestChallengeAndAllowHeaders(t *testing.T) {
 		{"DELETE", "/oauth2/revoke", "", "", "POST"},
 		{"GET", "/oauth2/introspect", "", "", "POST"},
 		{"PATCH", "/.well-known/oauth-authorization-server", "", "", "GET, HEAD"},
-		{"DELETE", "/oauth2/authorize", "", "", "GET, POST"},
+		{"DELETE", "/oauth2/authorize", "", "", "GET, HEAD, POST"},
+		{"PUT", "/logout", "", "", "GET, HEAD, POST"},
 	} {
 		r := do(t, c.method, h.srv.URL+c.path, c.body, c.auth)
 		if r.status != 405 || r.header.Get("Allow") != c.allow {
