@@ -40,7 +40,7 @@ func (s *Server) handleAccount(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.renderAccount(w, r, cur, notice, "") // passkeys.go
+	s.renderAccount(w, r, cur, notice, "", http.StatusOK) // passkeys.go
 }
 
 // withdraw withdraws the consent the form names and returns the notice

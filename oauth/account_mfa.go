@@ -132,7 +132,7 @@ func (s *Server) removeFactor(w http.ResponseWriter, r *http.Request, cur signed
 		s.renderUnavailable(w)
 		return
 	}
-	s.renderAccount(w, r, cur, "Authenticator app removed.", "")
+	s.renderAccount(w, r, cur, "Authenticator app removed.", "", http.StatusOK)
 }
 
 // handleAccountMFAQR is GET /account/mfa/qr.png: the signed-in user's

@@ -296,10 +296,18 @@ func (s *Server) handlePasskeyManage(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, storage.ErrUnavailable):
 		s.renderUnavailable(w)
 	default:
-		if !errors.Is(err, passkey.ErrNotFound) && !errors.Is(err, passkey.ErrLastMethod) && !errors.Is(err, passkey.ErrInvalidName) {
+		status := http.StatusInternalServerError
+		switch {
+		case errors.Is(err, passkey.ErrNotFound):
+			status = http.StatusNotFound // not one of this user's passkeys
+		case errors.Is(err, passkey.ErrLastMethod):
+			status = http.StatusConflict
+		case errors.Is(err, passkey.ErrInvalidName):
+			status = http.StatusBadRequest
+		default:
 			s.log.Error("passkey manage", "error", err)
 		}
-		s.renderAccount(w, r, cur, "", passkey.Message(err))
+		s.renderAccount(w, r, cur, "", passkey.Message(err), status)
 	}
 }
 
@@ -331,8 +339,9 @@ func (s *Server) accountPasskeys(ctx context.Context, r *http.Request, d *templa
 	return nil
 }
 
-// renderAccount shows the account page of cur with a notice or an error.
-func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signedIn, notice, failure string) {
+// renderAccount shows the account page of cur with a notice, or with an
+// error answered with status.
+func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signedIn, notice, failure string, status int) {
 	ctx := r.Context()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	consents, err := s.people.Consents(ctx, cur.user.Username)
@@ -354,9 +363,8 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signe
 	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil {
 		s.log.Error("list passkeys", "error", err)
 	}
-	status := http.StatusOK
-	if failure != "" {
-		status = http.StatusConflict
+	if failure == "" {
+		status = http.StatusOK
 	}
 	w.WriteHeader(status)
 	if err := s.pages.Account(w, d); err != nil {

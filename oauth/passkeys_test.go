@@ -326,6 +326,11 @@ func TestAccountPasskeys(t *testing.T) {
 	if p := manage(url.Values{"action": {"remove"}, "id": {id[1]}}); p.status != http.StatusConflict || !strings.Contains(p.body, "last way to sign in") {
 		t.Fatalf("remove the last passkey: %d %s", p.status, p.body)
 	}
+	for _, unknown := range []string{"AAAA", "not base64!", ""} {
+		if p := manage(url.Values{"action": {"remove"}, "id": {unknown}}); p.status != http.StatusNotFound {
+			t.Errorf("remove passkey %q, not this user's: %d, want 404", unknown, p.status)
+		}
+	}
 }
 
 // TestMethodRoutesBudgetedPerSource: the methods' own routes (here the
