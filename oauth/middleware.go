@@ -167,7 +167,12 @@ func (s *Server) pageTooLarge(w http.ResponseWriter, r *http.Request) {
 }
 
 // securityHeaders sets the headers every HTML page carries: no framing,
-// a CSP without inline script or style, no referrer, no caching.
+// a CSP without inline script or style, no referrer, no caching. The CSP
+// has no form-action: the sign-in and consent forms post here and are
+// answered with a redirect to the client's redirect_uri (any origin, or an
+// app's own scheme), which browsers that apply form-action to redirects
+// would block. The forms' targets are this server's, and CSRF tokens and
+// the cross-origin check guard what they post.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

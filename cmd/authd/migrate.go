@@ -69,8 +69,11 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("migrate status: %w", err)
 	}
 	state := "up to date"
-	if cur < latest {
+	switch {
+	case cur < latest:
 		state = "behind: run \"authd migrate up\""
+	case cur > latest:
+		state = "ahead: written by a newer authd than this binary"
 	}
 	fmt.Fprintf(stdout, "schema version %d of %d (%s)\n", cur, latest, state)
 	return nil
