@@ -262,11 +262,6 @@ func (s *Server) returnRequest(w http.ResponseWriter, r *http.Request, returnTo 
 	return fr, true
 }
 
-// limitMethodRoute spends one request of the source address's budget for
-// the methods' own routes (Config.MethodRouteLimits) before h runs: each
-// may write a row (a passkey ceremony, a provider's state), so a flood
-// from one address is refused early. The answer is 429 with Retry-After,
-// JSON for a script (the passkey button asks for JSON), else a page.
 // requireCSRF refuses a POST to a method's route (signin.Route.CSRF) that
 // does not carry this browser's CSRF token, with a page in words.
 func (s *Server) requireCSRF(h http.Handler) http.Handler {
@@ -280,6 +275,11 @@ func (s *Server) requireCSRF(h http.Handler) http.Handler {
 	})
 }
 
+// limitMethodRoute spends one request of the source address's budget for
+// the methods' own routes (Config.MethodRouteLimits) before h runs: each
+// may write a row (a passkey ceremony, a provider's state), so a flood
+// from one address is refused early. The answer is 429 with Retry-After,
+// JSON for a script (the passkey button asks for JSON), else a page.
 func (s *Server) limitMethodRoute(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.limits.Take(r.Context(), "signin-route", clientIP(r), s.cfg.MethodRouteLimits.rate()); !ok {
