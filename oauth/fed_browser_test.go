@@ -54,16 +54,7 @@ func fedStart(t *testing.T, h *harness, b *http.Client, provider string) *url.UR
 		if m[1] != provider {
 			continue
 		}
-		post := func(form url.Values) page {
-			req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/signin/fed/start", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Origin", h.srv.URL)
-			resp, err := b.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return readPage(t, resp)
-		}
+		post := func(form url.Values) page { return h.sendForm(t, b, "/signin/fed/start", form) }
 		form := url.Values{"provider": {provider}, "return_to": {html.UnescapeString(m[2])}}
 		// Without the page's CSRF token, or with another's, nothing starts.
 		for _, token := range []string{"", "forged-" + m[3]} {
@@ -135,15 +126,7 @@ func TestFederationBrowser(t *testing.T) {
 				t.Fatalf("account page: %d %s", acct.status, acct.body)
 			}
 			unlink := func(b *http.Client, page page, issuer, sub string) page {
-				form := url.Values{"csrf_token": {csrfRe.FindStringSubmatch(page.body)[1]}, "action": {"unlink"}, "issuer": {issuer}, "sub": {sub}}
-				req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/account", strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				req.Header.Set("Origin", h.srv.URL)
-				resp, err := b.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return readPage(t, resp)
+				return h.postPage(t, b, page, "/account", url.Values{"action": {"unlink"}, "issuer": {issuer}, "sub": {sub}})
 			}
 			if p := unlink(b, acct, up.Issuer, "corp-1"); !strings.Contains(p.body, "only way to sign in") {
 				t.Fatalf("last way in unlinked: %s", p.body)

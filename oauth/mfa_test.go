@@ -68,6 +68,13 @@ func (h *harness) postPage(t testing.TB, b *http.Client, p page, path string, fi
 		t.Fatalf("no CSRF token on page (status %d): %s", p.status, p.body)
 	}
 	fields.Set("csrf_token", m[1])
+	return h.sendForm(t, b, path, fields)
+}
+
+// sendForm posts fields to path as a form of this site's page would
+// (same Origin), with whatever csrf_token fields carries.
+func (h *harness) sendForm(t testing.TB, b *http.Client, path string, fields url.Values) page {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, strings.NewReader(fields.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", h.srv.URL)

@@ -339,8 +339,8 @@ func (s *Server) accountPasskeys(ctx context.Context, r *http.Request, d *templa
 	return nil
 }
 
-// renderAccount shows the account page of cur with a notice, or with an
-// error answered with status.
+// renderAccount shows the account page of cur, answered with status, with
+// a notice or an error.
 func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signedIn, notice, failure string, status int) {
 	ctx := r.Context()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -362,9 +362,6 @@ func (s *Server) renderAccount(w http.ResponseWriter, r *http.Request, cur signe
 	}
 	if err := s.accountPasskeys(ctx, r, &d, cur); err != nil {
 		s.log.Error("list passkeys", "error", err)
-	}
-	if failure == "" {
-		status = http.StatusOK
 	}
 	w.WriteHeader(status)
 	if err := s.pages.Account(w, d); err != nil {
