@@ -93,9 +93,9 @@ func (s *Store) GetSessionUser(ctx context.Context, id string, now time.Time) (*
 
 // GetSessionUserConsent returns a valid session, its user, the user's
 // consent for clientID (nil if none) and second factors in one query, or
-// storage.ErrNotFound. The factors are three index probes (primary keys,
-// passkeys_subject_idx) in the same round trip: the sign-in decision would
-// otherwise ask them one by one.
+// storage.ErrNotFound. The factors are columns of the users row, kept by
+// triggers (migration 016): probing the three factor tables here was most
+// of PostgreSQL's work per signed-in authorization.
 func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, now time.Time) (*storage.Session, *storage.User, *storage.Consent, storage.UserFactors, error) {
 	var (
 		x                  storage.Session
@@ -105,9 +105,7 @@ func (s *Store) GetSessionUserConsent(ctx context.Context, id, clientID string, 
 		granted, updatedAt *time.Time
 	)
 	err := s.q(ctx).QueryRow(ctx, sessionUserSQL+`, c.scopes, c.granted_at, c.updated_at,
-		EXISTS (SELECT 1 FROM totp_factors t WHERE t.subject = s.subject AND t.confirmed_at IS NOT NULL),
-		EXISTS (SELECT 1 FROM passkeys p WHERE p.subject = s.subject AND p.disabled_at IS NULL),
-		EXISTS (SELECT 1 FROM mfa_required_users m WHERE m.subject = s.subject)
+		u.totp_confirmed, u.passkeys_active > 0, u.mfa_required
 		FROM sessions s JOIN users u ON u.subject = s.subject
 		LEFT JOIN consents c ON c.subject = s.subject AND c.client_id = $3`+sessionUserWhere, id, now, clientID).
 		Scan(append(sessionUserDest(&x, &u), &scopes, &granted, &updatedAt, &f.TOTP, &f.Passkey, &f.MFARequired)...)

@@ -209,4 +209,33 @@ func testFactorsWithSession(t *testing.T, s Store) {
 	}
 	want("disabled passkey", "hash-b", storage.UserFactors{})
 	want("another user's passkey", "hash-a", storage.UserFactors{TOTP: true, MFARequired: true})
+
+	// Every way a factor goes, and passkeys added and removed at once
+	// (the PostgreSQL backend keeps a count on the users row).
+	noErr(t, "UseTOTPStep", s.UseTOTPStep(ctx, alice.Subject, 2))
+	want("TOTP used", "hash-a", storage.UserFactors{TOTP: true, MFARequired: true})
+	noErr(t, "SetMFARequired false", s.SetMFARequired(ctx, alice.Subject, false, now))
+	want("not required", "hash-a", storage.UserFactors{TOTP: true})
+	if _, err := s.DeleteFactors(ctx, alice.Subject); err != nil {
+		t.Fatalf("DeleteFactors: %v", err)
+	}
+	want("TOTP deleted", "hash-a", storage.UserFactors{})
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, 2*n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = ps.CreatePasskey(ctx, &storage.Passkey{ID: []byte{10, byte(i)}, Subject: bob.Subject, PublicKey: []byte("x"),
+				AAGUID: make([]byte, 16), Name: "p", SignCount: 1})
+		})
+	}
+	wg.Wait()
+	for i := range n - 1 {
+		wg.Go(func() { errs[n+i] = ps.DeletePasskey(ctx, bob.Subject, []byte{10, byte(i)}) })
+	}
+	wg.Wait()
+	noErr(t, "concurrent CreatePasskey and DeletePasskey", errors.Join(errs...))
+	want("one passkey left of eight", "hash-b", storage.UserFactors{Passkey: true})
+	noErr(t, "DeletePasskey last", ps.DeletePasskey(ctx, bob.Subject, []byte{10, n - 1}))
+	want("passkeys deleted", "hash-b", storage.UserFactors{})
 }
